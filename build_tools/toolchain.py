@@ -1,0 +1,137 @@
+"""Find a gfx950-capable ld.lld and prepare the private toolkit folder FlyDSL compiles with.
+
+FlyDSL looks for `$ROCM_PATH/llvm/bin/ld.lld`. We never point it at a system ROCm: we make our own
+folder whose `llvm/bin/ld.lld` is a small script running the linker we found, in this order:
+FLYAOT_LLD, $ROCM_PATH/llvm/bin/ld.lld, /opt/rocm/llvm/bin/ld.lld, ld.lld or ld.lld-NN on PATH,
+the PyPI `ziglang` package (`python -m ziglang ld.lld`).
+"""
+import logging
+import os
+import pathlib
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+
+log = logging.getLogger("flyaot.build")
+
+TARGET_ARCH = "gfx950"
+FLYDSL_VERSION = "0.5.0"     # the FlyDSL release the prebuilt set is built and tested with
+
+
+class ToolchainError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class Linker:
+    command: tuple           # argv prefix that runs ld.lld
+    origin: str              # where it was found, for messages
+    version: str             # e.g. "LLD 22.1.8"
+
+
+def _lld_version(cmd) -> str:
+    try:
+        out = subprocess.run([*cmd, "--version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    m = re.search(r"LLD (\d+)\.(\d+)\.(\d+)", out.stdout + out.stderr)
+    return f"LLD {m.group(1)}.{m.group(2)}.{m.group(3)}" if m and out.returncode == 0 else ""
+
+
+def _candidates():
+    env = os.environ.get("FLYAOT_LLD")
+    if env:
+        yield "FLYAOT_LLD", tuple(shlex.split(env))
+    rocm = os.environ.get("ROCM_PATH")
+    if rocm:
+        yield "$ROCM_PATH", (str(pathlib.Path(rocm) / "llvm" / "bin" / "ld.lld"),)
+    yield "/opt/rocm", ("/opt/rocm/llvm/bin/ld.lld",)
+    found = shutil.which("ld.lld")
+    if found:
+        yield "PATH", (found,)
+    versioned = set()
+    for d in os.environ.get("PATH", "").split(os.pathsep):
+        try:
+            versioned.update(p for p in os.listdir(d) if re.fullmatch(r"ld\.lld-\d+", p))
+        except OSError:
+            continue
+    for name in sorted(versioned, key=lambda n: -int(n.split("-")[1])):
+        yield "PATH", (shutil.which(name),)
+    try:
+        import ziglang  # noqa: F401  (only to see whether the package is installed)
+        yield "ziglang", (sys.executable, "-m", "ziglang", "ld.lld")
+    except ImportError:
+        pass
+
+
+def find_linker() -> Linker:
+    """The first candidate that runs and is LLD >= 17 (gfx950 support); else one clear error."""
+    tried = []
+    for origin, cmd in _candidates():
+        if origin != "ziglang" and not (cmd[0] and os.access(cmd[0], os.X_OK)):
+            tried.append(f"{origin}: {cmd[0]} (not found)")
+            continue
+        version = _lld_version(cmd)
+        major = int(version.split()[1].split(".")[0]) if version else 0
+        if major >= 17:
+            return Linker(tuple(cmd), origin, version)
+        tried.append(f"{origin}: {' '.join(cmd)} ({version or 'did not run'})")
+    raise ToolchainError(
+        "no ld.lld that can link gfx950 code objects was found. Install one with "
+        "`python -m pip install ziglang` (ships LLD 22), or Debian's `apt-get install lld-22`, "
+        "or set FLYAOT_LLD to an ld.lld (LLVM 17 or newer). Tried: " + "; ".join(tried or ["nothing"])
+    )
+
+
+def default_toolkit_dir() -> pathlib.Path:
+    base = os.environ.get("FLYAOT_TOOLKIT_DIR")
+    if base:
+        return pathlib.Path(base)
+    cache = pathlib.Path(os.environ.get("XDG_CACHE_HOME", pathlib.Path.home() / ".cache"))
+    return cache / "flyaot" / "toolkit"
+
+
+def prepare_toolkit(linker: Linker, root: pathlib.Path = None) -> pathlib.Path:
+    """Write `<root>/llvm/bin/ld.lld` running `linker`; return root (used as FlyDSL's ROCM_PATH)."""
+    root = pathlib.Path(root or default_toolkit_dir())
+    bindir = root / "llvm" / "bin"
+    bindir.mkdir(parents=True, exist_ok=True)
+    script = "#!/bin/sh\nexec " + " ".join(shlex.quote(c) for c in linker.command) + ' "$@"\n'
+    target = bindir / "ld.lld"
+    if not target.exists() or target.read_text() != script:
+        tmp = bindir / f".ld.lld.{os.getpid()}"
+        tmp.write_text(script)
+        tmp.chmod(0o755)
+        os.replace(tmp, target)
+    return root
+
+
+def flydsl_env(toolkit: pathlib.Path) -> dict:
+    """Environment for a compiling process: compile-only, gfx950, our toolkit, no FlyDSL disk cache
+    (FlyDSL's cache stores pickles; flyaot keeps its own content-addressed store)."""
+    return {
+        "COMPILE_ONLY": "1",
+        "ARCH": TARGET_ARCH,
+        "FLYDSL_GPU_ARCH": TARGET_ARCH,
+        "ROCM_PATH": str(toolkit),
+        "FLYDSL_RUNTIME_ENABLE_CACHE": "0",
+    }
+
+
+def setup_process_env(toolkit_root=None) -> Linker:
+    """Find the linker, prepare the toolkit and export the FlyDSL variables into os.environ."""
+    linker = find_linker()
+    root = prepare_toolkit(linker, toolkit_root)
+    os.environ.update(flydsl_env(root))
+    return linker
+
+
+def flydsl_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("flydsl")
+    except PackageNotFoundError:
+        raise ToolchainError("flydsl is not installed; `python -m pip install flydsl==%s`" % FLYDSL_VERSION) from None

@@ -1,0 +1,80 @@
+"""Compile one FlyDSL launcher for gfx950 without a GPU and hand back its code object.
+
+Used by build workers and by the runtime's JIT fallback (the only runtime path that imports
+flydsl). The caller must have set up the toolchain environment first (build_tools.toolchain).
+"""
+import inspect
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class KernelBuild:
+    code_object: bytes
+    kernel_name: str
+    arg_names: tuple          # kernel arguments in ABI order
+    arg_ctypes: tuple         # 'void*', 'int32_t', 'int64_t', 'float'
+    block: tuple              # workgroup size the launcher was traced with
+
+
+def compile_launcher(launcher, kernel_name: str) -> KernelBuild:
+    """Trace and compile a `@flyc.jit` launcher whose parameters are the kernel's arguments.
+
+    Every parameter except a trailing `stream` must be annotated `fx.Pointer`, `Int32`, `Int64` or
+    `fx.Float32` (a flat ABI); placeholders stand in for them, so no device memory is needed.
+    """
+    import flydsl.compiler as flyc
+    import flydsl.expr as fx
+    from flydsl.compiler.jit_argument import from_c_void_p
+
+    sig = inspect.signature(launcher.func)
+    names, ctypes_, placeholders = [], [], []
+    for p in sig.parameters.values():
+        ann = p.annotation
+        if p.name == "stream":
+            continue
+        if ann is fx.Pointer:
+            ct, ph = "void*", from_c_void_p(fx.Uint8, 0)
+        elif ann is fx.Int32:
+            ct, ph = "int32_t", 0
+        elif ann is fx.Int64:
+            ct, ph = "int64_t", fx.Int64(0)
+        elif ann is fx.Float32:
+            ct, ph = "float", 0.0
+        else:
+            raise TypeError(f"{kernel_name}: parameter {p.name!r} has unsupported annotation {ann!r}; "
+                            "use fx.Pointer, Int32, Int64 or fx.Float32")
+        names.append(p.name)
+        ctypes_.append(ct)
+        placeholders.append(ph)
+    flyc.compile(launcher, *placeholders)
+    _, artifact = launcher._last_compiled
+    binary, block = _binary_and_block(artifact.ir, kernel_name)
+    return KernelBuild(binary, kernel_name, tuple(names), tuple(ctypes_), block)
+
+
+def _binary_and_block(ir_text: str, kernel_name: str):
+    from flydsl._mlir import ir
+    from flydsl._mlir.dialects import gpu
+    from flydsl.compiler.jit_function import _create_mlir_context
+
+    binaries, blocks = [], []
+
+    def const(value):
+        return ir.IntegerAttr(value.owner.attributes["value"]).value
+
+    def visit(op):
+        if op.name == "gpu.binary":
+            binaries.append(bytes(gpu.ObjectAttr(ir.ArrayAttr(op.attributes["objects"])[0]).object))
+        elif op.name == "gpu.launch_func":
+            launch = op.opview
+            if ir.SymbolRefAttr(launch.kernel).value[-1] == kernel_name:
+                blocks.append((const(launch.blockSizeX), const(launch.blockSizeY), const(launch.blockSizeZ)))
+        return ir.WalkResult.ADVANCE
+
+    with _create_mlir_context():
+        ir.Module.parse(ir_text).operation.walk(visit)
+    if len(binaries) != 1:
+        raise RuntimeError(f"{kernel_name}: expected one gpu.binary in the compiled module, found {len(binaries)}")
+    if len(blocks) != 1:
+        raise RuntimeError(f"{kernel_name}: expected one launch of {kernel_name!r} in the launcher, found {len(blocks)}")
+    return binaries[0], blocks[0]

@@ -1,0 +1,64 @@
+"""What a kernel family declares, and how the families are found.
+
+A family is a subpackage of kernel_defs with a `specs.py` that defines `FAMILY`; build_tools finds
+families by listing, so adding one needs no change outside its own folder.
+"""
+import importlib
+import pkgutil
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Optional
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Resource limits a family promises for a spec; the build gate refuses code objects beyond them.
+
+    None means "no family-specific limit" (the global gates still apply).
+    """
+    max_vgpr: Optional[int] = None
+    max_agpr: Optional[int] = None
+    max_vgpr_plus_agpr: Optional[int] = None
+    max_sgpr: Optional[int] = None
+    max_lds: Optional[int] = None
+    exact_lds: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    axes: Mapping[str, tuple]                    # compile-time parameters and their supported values
+    specs: Callable[[], list]                    # every parameter dict to prebuild
+    symbol: Callable[[dict], str]                # kernel symbol the code object must define
+    block: Callable[[dict], tuple]               # workgroup size the launch plan uses (x, y, z)
+    budget: Callable[[dict], Budget] = field(default=lambda params: Budget())
+    shipped: bool = True                         # False: built only on request (tests, examples)
+    doc: str = ""
+
+    def validate_params(self, params: dict) -> None:
+        unknown = set(params) - set(self.axes)
+        missing = set(self.axes) - set(params)
+        if unknown or missing:
+            raise ValueError(f"{self.name}: params {sorted(params)} do not match axes {sorted(self.axes)}")
+        for k, v in params.items():
+            allowed = self.axes[k]
+            if allowed and v not in allowed:
+                raise ValueError(f"{self.name}: {k}={v!r} is not supported (supported: {list(allowed)})")
+
+
+def family_names() -> list:
+    pkg = importlib.import_module(__package__)
+    return sorted(
+        m.name for m in pkgutil.iter_modules(pkg.__path__)
+        if m.ispkg and importlib.util.find_spec(f"{__package__}.{m.name}.specs") is not None
+    )
+
+
+def get_family(name: str) -> Family:
+    if name not in family_names():
+        raise KeyError(f"unknown kernel family {name!r}; known: {', '.join(family_names())}")
+    return importlib.import_module(f"{__package__}.{name}.specs").FAMILY
+
+
+def family_dir(name: str):
+    import pathlib
+    return pathlib.Path(importlib.import_module(f"{__package__}.{name}").__file__).parent
