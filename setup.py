@@ -5,7 +5,7 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 
 ROOT = pathlib.Path(__file__).parent
-SUBPACKAGES = ["formats", "kernel_defs", "build_tools", "prebuilt", "runtime"]
+SUBPACKAGES = ["formats", "kernel_defs", "build_tools", "prebuilt", "runtime", "ops"]
 # Top-level modules of the repository that are not part of the installed package.
 NOT_SHIPPED = {"setup", "conftest"}
 

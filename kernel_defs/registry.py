@@ -62,3 +62,17 @@ def get_family(name: str) -> Family:
 def family_dir(name: str):
     import pathlib
     return pathlib.Path(importlib.import_module(f"{__package__}.{name}").__file__).parent
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """What a family's plan.py decides for one call: which spec, the launch geometry, the arguments.
+
+    `args` maps every kernel argument name (as the code object's manifest slots name them) to its
+    value: a torch.Tensor for pointer slots, a Python int for int32/int64, a float for f32.
+    """
+    family: str
+    params: dict
+    grid: tuple
+    block: tuple
+    args: dict
