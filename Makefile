@@ -1,0 +1,32 @@
+# The two fresh-machine commands (see README): `make wheel` and `make test`.
+PYTHON ?= python3
+PIP := $(PYTHON) -m pip
+STAMP := .flyaot-build-cache
+
+.PHONY: wheel test deps test-deps install prebuilt clean
+
+## Main job: the full prebuilt set compiled for gfx950, verified, packed into dist/flyaot-*.whl.
+wheel: deps install prebuilt
+	rm -rf build dist
+	$(PIP) wheel --no-deps --no-build-isolation -w dist .
+	@ls -l dist/*.whl
+
+## Test suite: builds the prebuilt set (cached after the first time) and runs pytest.
+test: test-deps install prebuilt
+	$(PYTHON) -m pytest
+
+deps:
+	$(PIP) install -r requirements/build.txt
+
+test-deps:
+	$(PIP) install -r requirements/test.txt
+
+install:
+	$(PIP) install --no-deps --no-build-isolation -e .
+
+prebuilt:
+	$(PYTHON) -m flyaot.build_tools build
+	$(PYTHON) -m flyaot.build_tools verify
+
+clean:
+	rm -rf build dist *.egg-info prebuilt/manifest.json prebuilt/gfx950

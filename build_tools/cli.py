@@ -1,0 +1,86 @@
+"""`python -m flyaot.build_tools`: build, merge, verify and list prebuilt stores."""
+import argparse
+import logging
+import os
+import pathlib
+import sys
+
+from .. import prebuilt
+
+PACKAGE_STORE = pathlib.Path(prebuilt.__file__).parent
+
+
+def _cmd_build(a) -> int:
+    from . import specs as sp
+    from .build import build
+    from .toolchain import ToolchainError
+    try:
+        if a.from_misses:
+            specs = sp.specs_from_misses(a.from_misses)
+        else:
+            specs = sp.enumerate_specs(a.family or None, include_unshipped=a.include_unshipped)
+        if a.shard:
+            specs = sp.shard(specs, *sp.parse_shard(a.shard))
+        report = build(specs, out=a.out, cache_dir=a.cache, jobs=a.jobs, timeout=a.timeout)
+    except (ToolchainError, ValueError, KeyError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    for key, reason in sorted(report.failures.items()):
+        print(f"FAILED {key}:\n  " + reason.replace("\n", "\n  "), file=sys.stderr)
+    where = f" -> {a.out}" if not report.failures else " (store not written)"
+    print(f"{report.summary} in {report.seconds:.1f}s{where}")
+    return 1 if report.failures else 0
+
+
+def _cmd_merge(a) -> int:
+    from .merge import merge
+    m = merge(a.shards, a.out)
+    print(f"merged {len(a.shards)} shards: {len(m['specs'])} specs -> {a.out}")
+    return 0
+
+
+def _cmd_verify(a) -> int:
+    from .verify import verify
+    problems = verify(a.store)
+    for p in problems:
+        print(p, file=sys.stderr)
+    print(f"{a.store}: {'OK' if not problems else f'{len(problems)} problems'}")
+    return 1 if problems else 0
+
+
+def _cmd_list(a) -> int:
+    from . import specs as sp
+    for s in sp.enumerate_specs(a.family or None, include_unshipped=a.include_unshipped):
+        print(s.key)
+    return 0
+
+
+def main(argv=None) -> int:
+    logging.basicConfig(level=os.environ.get("FLYAOT_LOG_LEVEL", "INFO").upper(),
+                        format="%(levelname)s %(name)s: %(message)s")
+    p = argparse.ArgumentParser(prog="python -m flyaot.build_tools", description=__doc__)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("build", help="compile specs into a store (default: the package's prebuilt store)")
+    b.add_argument("--family", action="append", help="only this family (repeatable); default: all shipped")
+    b.add_argument("--include-unshipped", action="store_true", help="also test-only families")
+    b.add_argument("--from-misses", metavar="FILE", help="build the specs a FLYAOT_RECORD_MISSES file names")
+    b.add_argument("--jobs", type=int, default=int(os.environ.get("FLYAOT_BUILD_JOBS", "0")) or None)
+    b.add_argument("--shard", metavar="i/n")
+    b.add_argument("--out", default=str(PACKAGE_STORE))
+    b.add_argument("--cache", default=None, help="build cache dir (default $FLYAOT_BUILD_CACHE or ~/.cache/flyaot)")
+    b.add_argument("--timeout", type=float, default=float(os.environ.get("FLYAOT_BUILD_TIMEOUT", "300")),
+                   help="seconds per spec")
+    b.set_defaults(fn=_cmd_build)
+    m = sub.add_parser("merge", help="join shard stores into one")
+    m.add_argument("shards", nargs="+")
+    m.add_argument("--out", required=True)
+    m.set_defaults(fn=_cmd_merge)
+    v = sub.add_parser("verify", help="re-hash and re-check a store")
+    v.add_argument("store", nargs="?", default=str(PACKAGE_STORE))
+    v.set_defaults(fn=_cmd_verify)
+    ls = sub.add_parser("list", help="list the specs a build would compile")
+    ls.add_argument("--family", action="append")
+    ls.add_argument("--include-unshipped", action="store_true")
+    ls.set_defaults(fn=_cmd_list)
+    a = p.parse_args(argv)
+    return a.fn(a)

@@ -1,0 +1,73 @@
+"""Which specs to build: enumeration from the family registry, shards, miss files, source hashes."""
+import hashlib
+import json
+import pathlib
+
+from .. import TARGET
+from ..formats.manifest import Spec
+from ..kernel_defs import registry
+
+KERNEL_DEFS = pathlib.Path(registry.__file__).parent
+
+
+def family_source_hash(family: str) -> str:
+    """Hash of every source that can change a family's code objects: its own folder plus the shared
+    parts of kernel_defs (top-level modules and non-family folders), never other families."""
+    others = set(registry.family_names()) - {family}
+    h = hashlib.sha256()
+    for path in sorted(KERNEL_DEFS.rglob("*.py")):
+        rel = path.relative_to(KERNEL_DEFS)
+        if rel.parts[0] in others:
+            continue
+        h.update(rel.as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def enumerate_specs(families=None, *, include_unshipped=False, target=TARGET) -> list:
+    names = families or registry.family_names()
+    out = []
+    for name in names:
+        fam = registry.get_family(name)
+        if not fam.shipped and not include_unshipped and not families:
+            continue
+        for params in fam.specs():
+            fam.validate_params(params)
+            out.append(Spec.make(name, params, target))
+    keys = [s.key for s in out]
+    if len(set(keys)) != len(keys):
+        dup = sorted({k for k in keys if keys.count(k) > 1})
+        raise ValueError(f"duplicate specs: {dup[:5]}")
+    return sorted(out, key=lambda s: s.key)
+
+
+def parse_shard(text: str) -> tuple:
+    try:
+        i, n = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise ValueError(f"--shard must look like i/n (e.g. 0/4), got {text!r}") from None
+    if not (n >= 1 and 0 <= i < n):
+        raise ValueError(f"--shard {text}: need 0 <= i < n")
+    return i, n
+
+
+def shard(specs: list, index: int, count: int) -> list:
+    """Deterministic split by key hash, so shards stay stable when specs are added elsewhere."""
+    def bucket(s):
+        return int(hashlib.sha256(s.key.encode()).hexdigest(), 16) % count
+    return [s for s in specs if bucket(s) == index]
+
+
+def specs_from_misses(path, target=TARGET) -> list:
+    """Read a FLYAOT_RECORD_MISSES file (JSON lines with "family" and "params") into unique specs."""
+    seen = {}
+    for n, line in enumerate(pathlib.Path(path).read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+            spec = Spec.make(rec["family"], rec["params"], rec.get("target", target))
+        except (ValueError, KeyError, TypeError) as e:
+            raise ValueError(f"{path}:{n}: not a miss record ({e})") from None
+        registry.get_family(spec.family).validate_params(spec.param_dict)
+        seen[spec.key] = spec
+    return sorted(seen.values(), key=lambda s: s.key)

@@ -1,0 +1,13 @@
+from ..registry import Budget, Family
+from . import plan
+
+FAMILY = Family(
+    name="probe",
+    axes={"block": (64, 128), "behavior": ("ok", "abort", "raise", "hang")},
+    specs=lambda: [{"block": b, "behavior": "ok"} for b in (64, 128)],
+    symbol=plan.symbol,
+    block=plan.block,
+    budget=lambda params: Budget(max_vgpr=32),
+    shipped=False,
+    doc="out[i] = value + 1 for i < n; test-only",
+)

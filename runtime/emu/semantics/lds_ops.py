@@ -1,0 +1,2 @@
+"""lds_ops handlers (being written)."""
+from . import handles  # noqa: F401

@@ -1,0 +1,2 @@
+"""salu_ops handlers (being written)."""
+from . import handles  # noqa: F401

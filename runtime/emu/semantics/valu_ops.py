@@ -1,0 +1,2 @@
+"""valu_ops handlers (being written)."""
+from . import handles  # noqa: F401

@@ -1,0 +1,2 @@
+"""vmem_ops handlers (being written)."""
+from . import handles  # noqa: F401

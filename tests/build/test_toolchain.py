@@ -1,0 +1,44 @@
+"""Linker discovery order and the private toolkit folder."""
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from flyaot.build_tools import toolchain
+
+
+def _real_lld():
+    found = toolchain.find_linker()
+    return found
+
+
+def test_explicit_linker_wins(monkeypatch, tmp_path):
+    real = _real_lld()
+    wrapper = tmp_path / "my-ld.lld"
+    wrapper.write_text("#!/bin/sh\nexec " + " ".join(real.command) + ' "$@"\n')
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("FLYAOT_LLD", str(wrapper))
+    found = toolchain.find_linker()
+    assert found.origin == "FLYAOT_LLD" and found.command == (str(wrapper),)
+    assert found.version == real.version
+
+
+def test_no_linker_is_one_clear_error(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv("ROCM_PATH", str(tmp_path))
+    monkeypatch.delenv("FLYAOT_LLD", raising=False)
+    monkeypatch.setitem(sys.modules, "ziglang", None)   # as if the package were not installed
+    if shutil.os.path.exists("/opt/rocm/llvm/bin/ld.lld"):
+        pytest.skip("a system ROCm linker exists on this machine")
+    with pytest.raises(toolchain.ToolchainError) as e:
+        toolchain.find_linker()
+    assert "pip install ziglang" in str(e.value) and "lld-22" in str(e.value)
+
+
+def test_toolkit_folder_runs_the_found_linker(tmp_path):
+    root = toolchain.prepare_toolkit(toolchain.find_linker(), tmp_path / "tk")
+    out = subprocess.run([str(root / "llvm" / "bin" / "ld.lld"), "--version"], capture_output=True, text=True)
+    assert out.returncode == 0 and "LLD" in out.stdout
+    env = toolchain.flydsl_env(root)
+    assert env["ROCM_PATH"] == str(root) and env["COMPILE_ONLY"] == "1" and env["ARCH"] == "gfx950"
