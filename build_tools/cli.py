@@ -55,6 +55,16 @@ def _cmd_list(a) -> int:
     return 0
 
 
+def _cmd_matrix(a) -> int:
+    from . import matrix
+    if a.update:
+        changed = matrix.update_readme(a.update)
+        print(f"{a.update}: {'updated' if changed else 'already current'}")
+    else:
+        print(matrix.render())
+    return 0
+
+
 def main(argv=None) -> int:
     logging.basicConfig(level=os.environ.get("FLYAOT_LOG_LEVEL", "INFO").upper(),
                         format="%(levelname)s %(name)s: %(message)s")
@@ -82,5 +92,8 @@ def main(argv=None) -> int:
     ls.add_argument("--family", action="append")
     ls.add_argument("--include-unshipped", action="store_true")
     ls.set_defaults(fn=_cmd_list)
+    mx = sub.add_parser("matrix", help="print (or --update README.md with) the supported matrix")
+    mx.add_argument("--update", metavar="README")
+    mx.set_defaults(fn=_cmd_matrix)
     a = p.parse_args(argv)
     return a.fn(a)
