@@ -1,7 +1,7 @@
 """Packaging: the repository root is the `flyaot` package; prebuilt code objects ride along as data."""
 import pathlib
 
-from setuptools import setup
+from setuptools import Extension, setup
 from setuptools.command.build_py import build_py
 
 ROOT = pathlib.Path(__file__).parent
@@ -44,6 +44,10 @@ setup(
     python_requires=">=3.10",
     install_requires=["torch>=2.4"],
     extras_require={"jit": ["flydsl==0.5.0", "ziglang"]},
+    # The C launch path (stable ABI, one build for CPython >= 3.10); optional: without a C compiler the
+    # package still installs and launches through Python.
+    ext_modules=[Extension("flyaot.runtime._launch", ["runtime/_launch.c"], optional=True, py_limited_api=True)],
+    options={"bdist_wheel": {"py_limited_api": "cp310"}},
     cmdclass={"build_py": BuildPy},
     zip_safe=False,
 )

@@ -17,4 +17,7 @@ def __getattr__(name):
     module = _WHERE.get(name)
     if module is None:
         raise AttributeError(f"flyaot.ops has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    # An op named like its module: importing the module set this package attribute to the module.
+    globals()[name] = value
+    return value

@@ -1,1 +1,43 @@
+"""Load and launch prebuilt code objects: `launch(plan)` for a family's LaunchPlan.
 
+Importing this package reads no store and imports neither torch, flydsl nor build_tools; the first
+launch opens the stores, the first launch of each spec on each device loads its code object.
+"""
+import threading
+
+from .errors import (ArchMismatchError, DriverError, FlyaotError, IntegrityError, JitError,  # noqa: F401
+                     MissingSpecError, StoreError)
+
+_runtime = None
+_lock = threading.Lock()
+
+
+def runtime():
+    """The process's Runtime (created from the environment on first use)."""
+    global _runtime
+    if _runtime is None:
+        with _lock:
+            if _runtime is None:
+                from .dispatch import Runtime
+                _runtime = Runtime()
+    return _runtime
+
+
+def launch(plan, *, stream=None) -> None:
+    """Launch a kernel_defs LaunchPlan on torch's current stream (or `stream`) of its tensors' device;
+    CPU tensors run on the gfx950 emulator. Asynchronous on GPUs; no host sync, no allocation."""
+    (_runtime or runtime()).launch(plan, stream)
+
+
+def kernel(family: str, params: dict):
+    """The reusable launcher of one spec: `kernel(grid, block, args, stream=None)`; skips the plan lookup."""
+    return runtime().kernel(family, params)
+
+
+def reset() -> None:
+    """Forget stores and loaded kernels and re-read the environment (tests, `clear-cache`)."""
+    global _runtime
+    with _lock:
+        old, _runtime = _runtime, None
+    if old is not None:
+        old.unload_all()

@@ -68,6 +68,9 @@ def probes():
     for op in range(0x380):      # 0x380 and up is the VOP3P prefix
         yield "VOP3", op, [[0xD0000000 | (op << 16) | VDST,
                             (_vsrc(SRC2) << 18) | (_vsrc(SRC1) << 9) | _vsrc(SRC0)]], v
+    for op in range(0x380):      # the same with op_sel[0] set: which opcodes print op_sel at all
+        yield "VOP3_opsel", op, [[0xD0000000 | (op << 16) | (1 << 11) | VDST,
+                                  (_vsrc(SRC2) << 18) | (_vsrc(SRC1) << 9) | _vsrc(SRC0)]], v
     for op in range(128):
         yield "VOP3P", op, [[0xD3800000 | (op << 16) | (1 << 14) | VDST,
                              (3 << 27) | (_vsrc(SRC2) << 18) | (_vsrc(SRC1) << 9) | _vsrc(SRC0)]], v
@@ -78,7 +81,8 @@ def probes():
     flat = {("v", SRC2): "vdst", ("v", VDST): "data", ("v", SRC0): "vaddr"}
     for seg, enc in ((0, "FLAT"), (1, "SCRATCH"), (2, "GLOBAL")):
         for op in range(128):
-            yield enc, op, [[0xDC000000 | (op << 18) | (seg << 14) | 0x10,
+            # scratch prints vaddr only with SVE (bit 13) set
+            yield enc, op, [[0xDC000000 | (op << 18) | (seg << 14) | (0x2000 if seg == 1 else 0) | 0x10,
                              (dst << 24) | ((0x7F if seg else 0) << 16) | (dat << 8) | SRC0]
                             for dst, dat in ((SRC2, VDST), (SRC2, 0), (0, VDST), (0, 0))], flat
     ds = {("v", SRC2): "vdst", ("v", VDST): "data0", ("v", 50): "data1", ("v", SRC0): "addr"}
@@ -215,17 +219,21 @@ def _dst_count(enc, mnemonic, items):
 def build(llvm_mc):
     items = list(probes())
     texts = run_llvm_mc(llvm_mc, items)
-    tables = {}
+    tables, opsel = {}, set()
     for i, (enc, op, variants, fields) in enumerate(items):
         text = next((texts[(i, j)] for j in range(len(variants)) if (i, j) in texts), None)
         if text is None:
             continue
         text = re.sub(r"/\*.*?\*/", "", text)
+        if enc == "VOP3_opsel":
+            if "op_sel:" in text:
+                opsel.add(op)
+            continue
         mnem, _, rest = text.partition(" ")
         operands = _split_operands(rest) if rest else []
         base = re.sub(r"_e(32|64)$", "", mnem)
         tables.setdefault(enc, {})[op] = (mnem, layout(enc, base, operands, fields))
-    return tables
+    return tables, opsel
 
 
 HEADER = '''"""gfx950 opcode tables: opcode -> (llvm mnemonic as printed, operand layout), per encoding.
@@ -236,7 +244,7 @@ The layout grammar is described in gen_opcodes.py.
 '''
 
 
-def render(tables):
+def render(tables, opsel):
     out = [HEADER]
     out.append("OPCODES = {")
     for enc in sorted(tables):
@@ -246,6 +254,13 @@ def render(tables):
             out.append(f"        0x{op:03x}: ({name!r}, {lay!r}),")
         out.append("    },")
     out.append("}")
+    out.append("")
+    out.append("# VOP3 opcodes that have op_sel operands (llvm prints op_sel for no others)")
+    out.append("VOP3_OP_SEL = frozenset({")
+    ops = sorted(opsel)
+    for i in range(0, len(ops), 10):
+        out.append("    " + " ".join(f"0x{o:03x}," for o in ops[i:i + 10]))
+    out.append("})")
     return "\n".join(out) + "\n"
 
 
@@ -254,8 +269,8 @@ def main(argv=None):
     ap.add_argument("--llvm-mc", default="llvm-mc-22")
     ap.add_argument("--out", default=str(pathlib.Path(__file__).with_name("encodings.py")))
     args = ap.parse_args(argv)
-    tables = build(args.llvm_mc)
-    pathlib.Path(args.out).write_text(render(tables))
+    tables, opsel = build(args.llvm_mc)
+    pathlib.Path(args.out).write_text(render(tables, opsel))
     print(f"wrote {args.out}: " + ", ".join(f"{e} {len(t)}" for e, t in sorted(tables.items())), file=sys.stderr)
 
 

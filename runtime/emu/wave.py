@@ -139,7 +139,8 @@ class Wave:
         if k == "const":
             if n == 1:
                 return np.array([op.value & 0xFFFFFFFF], dtype=np.uint32)
-            v = _inline_const64(op, fp64)
+            # The decoder already widened constants of 2-dword operands to their 64-bit pattern.
+            v = op.value & 0xFFFFFFFFFFFFFFFF if op.count >= 2 else _inline_const64(op, fp64)
             return np.array([v & 0xFFFFFFFF, v >> 32] + [0] * (n - 2), dtype=np.uint32)
         if k == "literal":
             v = op.value & 0xFFFFFFFF

@@ -4,7 +4,6 @@ Each semantics module registers its handlers with `@handles("v_add_u32", ...)` a
 importing this package imports all of them, so HANDLERS is complete once `semantics` is loaded.
 An opcode missing from HANDLERS is an error at execution time, never a silent no-op.
 """
-import importlib
 from typing import Callable
 
 HANDLERS: dict[str, Callable] = {}
@@ -24,11 +23,5 @@ def handles(*mnemonics: str):
 
 # Registration order does not matter; a mnemonic claimed twice raises at import.
 from . import salu_ops, valu_ops, cmp_ops, lane_ops, smem_ops, vmem_ops, lds_ops  # noqa: E402,F401
+from . import mfma_ops, convert_ops  # noqa: E402,F401
 
-# EMU-MATH's modules; guarded only until they land in the tree.
-for _name in ("mfma_ops", "convert_ops"):
-    try:
-        importlib.import_module(f"{__name__}.{_name}")
-    except ModuleNotFoundError as e:
-        if e.name != f"{__name__}.{_name}":
-            raise

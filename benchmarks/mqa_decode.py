@@ -1,0 +1,107 @@
+"""FP4 paged MQA logits decode: the seed's decode table (kernel_semantics.md 1.9).
+
+    python benchmarks/mqa_decode.py [--rounds 9] [--emu-max-ctx 1024] [--only 0,1,9]
+
+H64 (or H128), D128, page 64, ragged contexts uniform in [0.5, 1.5] x max_ctx/2 rounded up to the page.
+On a gfx950 device: median kernel time (CUDA/HIP graph of 20 launches, `--rounds` rounds). Elsewhere
+the shapes run on the emulator, which reports counters per visible (row, token) cell: global bytes
+read, instructions, MFMAs; contexts are capped at --emu-max-ctx there (the per-cell figures of the
+staged kernel do not depend on the context length beyond the chunk rounding).
+"""
+import argparse
+import statistics
+
+import torch
+
+from flyaot import runtime
+from flyaot.kernel_defs.mqa_common import layouts
+from flyaot.ops import pa_mqa_logits_fp4
+
+# (batch, next_n, max_ctx, heads, seed "new" target in us)
+SHAPES = [(2, 1, 512, 64, 1.942), (3, 1, 1024, 64, 2.013), (4, 1, 2048, 64, 2.027), (16, 1, 4352, 64, 2.392),
+          (8, 1, 8192, 64, 2.416), (1, 1, 32768, 64, 2.056), (1, 1, 65536, 64, 2.270),
+          (1, 1, 131072, 64, 2.384), (2, 2, 512, 64, 1.961), (2, 1, 768, 128, 2.048),
+          (32, 4, 32768, 64, 23.658)]
+HEAD_DIM, PAGE = 128, 64
+
+
+def contexts(batch, max_ctx, seed=0):
+    avg = max_ctx // 2
+    g = torch.Generator().manual_seed(seed)
+    raw = torch.randint(avg // 2, avg + avg // 2 + 1, (batch,), generator=g).tolist()
+    return [min(-(-c // PAGE) * PAGE, max_ctx) for c in raw]
+
+
+def problem(batch, next_n, max_ctx, heads, device, cap=None):
+    ctx = contexts(batch, max_ctx)
+    if cap is not None:
+        ctx = [min(c, cap) for c in ctx]
+        max_ctx = min(max_ctx, cap)
+    g = torch.Generator().manual_seed(1)
+    kv = layouts.make_paged_kv(ctx, HEAD_DIM, PAGE, g)
+    q, qs = layouts.make_q((batch, next_n), heads, HEAD_DIM, g)
+    w = torch.randn(batch * next_n, heads, generator=g).to(torch.bfloat16)
+    args = [t.to(device) for t in (q, qs, kv.kv_cache, kv.kv_scale, kv.block_tables, w,
+                                   torch.tensor(ctx, dtype=torch.int32))]
+    visible = sum(max(0, c - (next_n - 1 - n)) for c in ctx for n in range(next_n))
+    return args, max_ctx, visible
+
+
+def on_gfx950() -> bool:
+    return torch.cuda.is_available() and "gfx950" in getattr(torch.cuda.get_device_properties(0), "gcnArchName", "")
+
+
+def time_device(args, msl, next_n, rounds):
+    out = torch.empty(args[0].shape[0] * next_n, msl, device="cuda")
+    call = lambda: pa_mqa_logits_fp4(*args, msl, next_n=next_n, out=out)        # noqa: E731
+    call()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(20):
+            call()
+    times = []
+    for _ in range(rounds):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end) * 1000 / 20)
+    return statistics.median(times)     # includes the -inf fill the op issues on the internal schedule
+
+
+def emulate(args, msl, next_n):
+    pa_mqa_logits_fp4(*args, msl, next_n=next_n)
+    heads, head_dim = args[0].shape[2], args[0].shape[3] * 2
+    params = {"path": "staged", "heads": heads, "head_dim": head_dim, "page_size": PAGE, "block_k": 256,
+              "num_warps": 4}
+    return runtime.kernel("mqa_decode", params).loaded(-1).launcher.last_counters
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=9)
+    ap.add_argument("--emu-max-ctx", type=int, default=1024)
+    ap.add_argument("--only", default="", help="comma-separated row indices of the table")
+    a = ap.parse_args()
+    rows = [int(i) for i in a.only.split(",")] if a.only else range(len(SHAPES))
+    device = on_gfx950()
+    for i in rows:
+        batch, next_n, max_ctx, heads, target = SHAPES[i]
+        name = f"{batch}x{next_n}x{max_ctx} H{heads}"
+        if device:
+            args, msl, _ = problem(batch, next_n, max_ctx, heads, "cuda")
+            us = time_device(args, msl, next_n, a.rounds)
+            print(f"{name:22s} median {us:8.3f} us   (seed target {target} us)")
+        else:
+            args, msl, visible = problem(batch, next_n, max_ctx, heads, "cpu", cap=a.emu_max_ctx)
+            c = emulate(args, msl, next_n)
+            v = max(visible, 1)
+            print(f"{name:22s} ctx<={msl:6d} cells {visible:7d}: global B read/cell {c.global_bytes_read / v:7.2f}"
+                  f"  instr/cell {c.instructions / v:7.3f}  mfma/cell {c.mfma / v:6.3f}  lds B/cell "
+                  f"{(c.lds_bytes_read + c.lds_bytes_written) / v:7.2f}  workgroups {c.workgroups}")
+
+
+if __name__ == "__main__":
+    main()

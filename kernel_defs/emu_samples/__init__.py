@@ -1,0 +1,1 @@
+"""emu_samples: small test-only FlyDSL kernels covering the instruction kinds the emulator executes."""

@@ -1,0 +1,258 @@
+"""FlyDSL source of the BF16 x MXFP4 GEMM (A16WFP4) for gfx950: Y[M, N] = X[M, K] @ W[N, K]^T.
+
+Per workgroup (4 waves, tile bm x bn, see tiles.py):
+- A (bf16 activations) streams global -> VGPR -> LDS, double-buffered across the K loop; the LDS rows
+  are XOR-swizzled at 16-byte granularity (chunk ^ (row % 8)) so the 16 rows an MFMA reads hit
+  different banks.
+- B (preshuffled packed E2M1, layout in layout.py) is loaded straight to VGPRs, one 16-byte load per
+  lane per 16 columns per 128-K block (plus the 1 or 2 scale bytes it needs, so every weight and scale
+  byte is read once per M block), and decoded just before use into BF16 fragments with
+  v_cvt_scalef32_pk_bf16_fp4 (the E8M0 scale is applied by the conversion).
+- v_mfma_f32_16x16x32_bf16 with fp32 accumulators. A lane's 16-byte weight load holds K elements
+  [32g, 32g+32) of one column (g = lane / 16); dword j of it feeds MFMA j of the 128-K block, so
+  MFMA j contracts real K = 32g + 8j + e (e < 8) through its lane-group slot 8g + e. The A fragment
+  is read from LDS with the same permutation, which leaves the dot product unchanged.
+- "prefill" order issues the next A and B loads before the MFMAs (two B tiles live); "decode" order
+  issues the next A before and the next B after the MFMAs (one B tile live, fewer VGPRs). The last
+  K step is peeled, so no tile is loaded twice. With
+  sk > 1 the sk waves of a group split each K step and the leading wave sums the partials from LDS
+  in wave order (deterministic).
+- Output rows >= M and activation rows >= M are handled by buffer-descriptor bounds (loads return 0,
+  stores are dropped), so any M works; the grid is (ceil(M / bm), N / bn): x-adjacent workgroups are
+  the M blocks of one N block and share its B tiles in cache.
+
+Decisions on the open questions (kernel_semantics.md section 5):
+- Q11: the E8M0 byte e becomes the f32 scale 2^(e-127) exactly: e << 23 for 1..254, the denormal
+  0x00400000 for e = 0 and a quiet NaN for e = 0xFF, so the whole 32-group decodes to NaN. Products
+  are exact in f32 and in bf16 (E2M1 has 2 significant bits), so the decode equals the canonical
+  reference, including bf16 subnormals for e = 0 and +-inf for 6 * 2^(e-127) >= 2^128. The kernels
+  run with f32 and f16/f64 denormals preserved (FLOAT_DENORM_MODE = 3 in the descriptor, tested);
+  that the conversion honours it for e = 0 is checked on the emulator only, not on hardware.
+  -0 codes sum to +0 in the GEMM, as in the reference matmul.
+- Q12: aiter's canonical 16x16 weight shuffle and e8m0 scale shuffle (layout.py), so weights prepared
+  for aiter/FlyDSL MXFP4 kernels are accepted unchanged. Host API in ops/gemm_a16wfp4.py.
+- Q13: tiles chosen in configs.py by reasoning (grid fill, LDS, VGPR budgets), not timed on gfx950.
+- Q14: the TP2 shapes get their own table rows; nothing assumes a model role.
+N, K, M and both row strides are runtime arguments; a spec is only a tile config.
+"""
+import flydsl.compiler as flyc
+import flydsl.expr as fx
+from flydsl.expr import gpu, range_constexpr, rocdl
+from flydsl.expr.typing import Int32, Int64, T
+from flydsl.expr.typing import Vector as Vec
+
+from ..flydsl_compile import compile_launcher
+from . import tiles
+from .tiles import A_CHUNK, KBLOCK, MFMA_K, MFMA_MN, WAVE, WAVES
+
+_SCALE_E0 = 0x00400000      # f32 bits of 2^-127 (E8M0 0x00)
+_SCALE_NAN = 0x7FC00000     # E8M0 0xFF
+
+
+def _ir(v):
+    return v if not hasattr(v, "ir_value") else v.ir_value()
+
+
+def _rsrc(addr, nbytes):
+    """Buffer resource over [addr, addr + nbytes): loads past the end read 0, stores are dropped."""
+    p = fx.inttoptr(fx.PointerType.get(T.i8, fx.AddressSpace.Global, 16), addr)
+    return rocdl.get_buffer_rsrc(rocdl.make_buffer_ptr(p, num_records_bytes=nbytes))
+
+
+def _load(rsrc, vty, voffset, soffset):
+    return rocdl.raw_ptr_buffer_load(vty, rsrc, Int32(voffset), Int32(soffset), 0)
+
+
+def _bitcast_f32(bits):
+    return Vec.from_elements([bits], Int32).bitcast(fx.Float32)[0]
+
+
+def _e8m0_scale(packed, shift):
+    """f32 value of the E8M0 byte at bit `shift` of a loaded i8/i16 (see Q11 in the module doc)."""
+    e = (Int32(fx.arith.extui(T.i32, _ir(packed))) >> shift) & 0xFF
+    bits = (e == 0).select(Int32(_SCALE_E0), e << 23)
+    return _bitcast_f32((e == 0xFF).select(Int32(_SCALE_NAN), bits))
+
+
+def _decode8(word, scale):
+    """8 E2M1 codes of one dword -> vector<8 x bf16> (byte b gives elements 2b, 2b+1)."""
+    pairs = [Vec(rocdl.cvt_scalef32_pk_bf16_fp4(T.vec(2, T.bf16), word, scale, s)) for s in range(4)]
+    lo = pairs[0].shuffle(pairs[1], [0, 1, 2, 3])
+    hi = pairs[2].shuffle(pairs[3], [0, 1, 2, 3])
+    return lo.shuffle(hi, list(range(8)))
+
+
+def make_launcher(params: dict):
+    t = tiles.tile(params)
+    name = tiles.symbol(params)
+    BM, BN, SK, KB, KSTEP = t.bm, t.bn, t.sk, t.kb, t.kstep
+    NT, MT, NACC = t.n_tiles, t.m_tiles, t.accumulators
+    KPS = KSTEP // KBLOCK                 # 128-K blocks per step (all waves)
+    CPR = KSTEP * 2 // A_CHUNK            # A chunks per LDS row
+    CPT = t.a_chunks_per_thread
+    A_STAGE = t.a_stage_bytes
+    ROW_B = KSTEP * 2
+    PAIRS = max(1, NT // 2)               # scale loads per block: one per 32 columns (or 16 if NT == 1)
+    prefill = t.order == "prefill"
+    threads = WAVES * WAVE
+
+    @flyc.kernel(name=name)
+    def gemm_kernel(out: fx.Pointer, x: fx.Pointer, w: fx.Pointer, w_scale: fx.Pointer,
+                    m: Int32, n: Int32, k: Int32, stride_x: Int32, stride_out: Int32):
+        tid = Int32(gpu.thread_idx.x)
+        lane = tid % WAVE
+        wave = Int32(rocdl.readfirstlane(T.i32, _ir(tid // WAVE)))
+        nl = lane % 16
+        g = lane // 16
+        kw = wave % SK
+        nw = wave // SK
+        bid_m = Int32(gpu.block_idx.x)
+        bid_n = Int32(gpu.block_idx.y)
+
+        m0 = bid_m * BM
+        rows = fx.min(m - m0, Int32(BM))
+        x_rsrc = _rsrc(Int64(fx.ptrtoint(x)) + Int64(m0) * Int64(stride_x) * 2,
+                       (Int64(rows - 1) * Int64(stride_x) + Int64(k)) * 2)
+        # One 16-row group of W is 16 * K/2 = 8K bytes; one 32-row group of scales is K bytes.
+        w_rsrc = _rsrc(Int64(fx.ptrtoint(w)) + Int64(bid_n) * (BN // 16) * Int64(k) * 8,
+                       Int64(k) * (BN // 16) * 8)
+        s_rsrc = _rsrc(Int64(fx.ptrtoint(w_scale)) + Int64(bid_n) * (BN // 32) * Int64(k),
+                       Int64(k) * max(1, BN // 32))
+        o_rsrc = _rsrc(Int64(fx.ptrtoint(out)) + Int64(m0) * Int64(stride_out) * 2,
+                       (Int64(rows - 1) * Int64(stride_out) + Int64(n)) * 2)
+        n_steps = k // KSTEP
+
+        lds = fx.SharedAllocator().allocate(fx.Array[fx.Int8, t.lds_bytes, 16]).peek().ptr
+        lds32 = fx.recast_iter(fx.PointerType.get(T.i32, fx.AddressSpace.Shared, 16), lds)
+
+        def lds_load(byte_off):
+            return fx.ptr_load(fx.add_offset(lds32, byte_off // 4), T.vec(4, T.i32))
+
+        def lds_store(value, byte_off):
+            fx.ptr_store(value, fx.add_offset(lds32, byte_off // 4))
+
+        # Cooperative A chunks of this thread: global and (swizzled) LDS offsets, fixed per thread.
+        a_src, a_dst = [], []
+        for c in range_constexpr(CPT):
+            q = tid + c * threads
+            row = q // CPR
+            col = q % CPR
+            a_src.append(row * stride_x * 2 + col * A_CHUNK)
+            a_dst.append(row * ROW_B + (col ^ (row % 8)) * A_CHUNK)
+        # LDS offsets of this lane's A fragment for MFMA j of a 128-K block (row nl of an m-tile).
+        a_frag = [nl * ROW_B + (((g * 4 + j) ^ (nl % 8)) * A_CHUNK) for j in range_constexpr(4)]
+
+        def load_a(step):
+            return [_load(x_rsrc, T.vec(4, T.i32), a_src[c], step * (KSTEP * 2))
+                    for c in range_constexpr(CPT)]
+
+        def store_a(regs, stage):
+            for c in range_constexpr(CPT):
+                lds_store(regs[c], stage * A_STAGE + a_dst[c])
+
+        def block_of(step, i):      # global 128-K block index of this wave's block i in a step
+            return step * KPS + kw * KB + i
+
+        def n16_of(nt):             # 16-column group (within the workgroup) of the wave's n-tile nt
+            return nw * NT + nt
+
+        def load_b(step):
+            bq, sc = [], []
+            for i in range_constexpr(KB):
+                b = block_of(step, i)
+                for nt in range_constexpr(NT):
+                    bq.append(_load(w_rsrc, T.vec(4, T.i32), lane * 16, n16_of(nt) * k * 8 + b * 1024))
+                for p in range_constexpr(PAIRS):
+                    # The 2 bytes of this block's (lane row, 32-column pair) are adjacent; a wave with
+                    # one n-tile needs only the byte of its 16-column half.
+                    n16 = n16_of(2 * p)
+                    soff = (n16 // 2) * k + (b // 2) * 256
+                    if fx.const_expr(NT == 1):
+                        sc.append(_load(s_rsrc, T.i8, lane * 4 + (b % 2) * 2 + n16 % 2, soff))
+                    else:
+                        sc.append(_load(s_rsrc, T.i16, lane * 4 + (b % 2) * 2, soff))
+            return bq, sc
+
+        def compute(stage, bq, sc, accs):
+            accs = list(accs)
+            for i in range_constexpr(KB):
+                scales = [_e8m0_scale(sc[i * PAIRS + nt // 2], (nt % 2) * 8) for nt in range_constexpr(NT)]
+                a_base = stage * A_STAGE + (kw * KB + i) * (KBLOCK * 2)
+                for j in range_constexpr(KBLOCK // MFMA_K):
+                    bf = [_decode8(Vec(bq[i * NT + nt])[j], scales[nt]) for nt in range_constexpr(NT)]
+                    for mt in range_constexpr(MT):
+                        af = Vec(lds_load(a_base + mt * MFMA_MN * ROW_B + a_frag[j])).bitcast(fx.BFloat16)
+                        for nt in range_constexpr(NT):
+                            a = mt * NT + nt
+                            accs[a] = rocdl.mfma_f32_16x16x32_bf16(
+                                T.vec(4, T.f32), [_ir(af), _ir(bf[nt]), accs[a]])
+            return accs
+
+        zero = Vec.filled(4, 0.0, fx.Float32).ir_value()
+        store_a(load_a(Int32(0)), Int32(0))
+        bq0, sc0 = load_b(Int32(0))
+        gpu.barrier()
+        init = [zero] * NACC + [_ir(v) for v in bq0] + [_ir(v) for v in sc0]
+        n_bq = len(bq0)
+        # Every step but the last prefetches the next one; the last is peeled so nothing is read twice.
+        for iv, state in range(fx.Index(0), fx.Index(n_steps - 1), fx.Index(1), init=init):
+            step = Int32(iv)
+            accs = list(state[:NACC])
+            bq = list(state[NACC:NACC + n_bq])
+            sc = list(state[NACC + n_bq:])
+            stage = step % 2
+            a_next = load_a(step + 1)
+            if fx.const_expr(prefill):
+                bq_next, sc_next = load_b(step + 1)
+                accs = compute(stage, bq, sc, accs)
+            else:
+                accs = compute(stage, bq, sc, accs)
+                rocdl.sched_barrier(0)           # keep the next B behind the MFMAs: one B tile live
+                bq_next, sc_next = load_b(step + 1)
+            store_a(a_next, stage ^ 1)
+            gpu.barrier()
+            results = yield accs + [_ir(v) for v in bq_next] + [_ir(v) for v in sc_next]
+        accs = compute((n_steps - 1) % 2, results[NACC:NACC + n_bq], results[NACC + n_bq:], results[:NACC])
+
+        def store_out(accs):
+            for mt in range_constexpr(MT):
+                for nt in range_constexpr(NT):
+                    col = bid_n * BN + n16_of(nt) * 16 + nl
+                    o = Vec(accs[mt * NT + nt]).to(fx.BFloat16)
+                    for r in range_constexpr(4):
+                        row = mt * MFMA_MN + g * 4 + r
+                        voff = Int32(row * stride_out * 2 + col * 2)
+                        rocdl.raw_ptr_buffer_store(_ir(o[r]), o_rsrc, _ir(voff), _ir(Int32(0)))
+
+        if fx.const_expr(SK == 1):
+            store_out(accs)
+        else:
+            # Partial slot of a non-leading wave: one 16-byte entry per lane per accumulator.
+            slot = nw * (SK - 1) + kw - 1
+            gpu.barrier()                        # the partials reuse LDS the last step may still read
+            if kw != 0:
+                for a in range_constexpr(NACC):
+                    lds_store(Vec(accs[a]).bitcast(Int32).ir_value(), (slot * NACC + a) * (WAVE * 16) + lane * 16)
+            gpu.barrier()
+            if kw == 0:
+                total = [Vec(v) for v in accs]
+                for s in range_constexpr(1, SK):
+                    src = nw * (SK - 1) + s - 1
+                    for a in range_constexpr(NACC):
+                        part = Vec(lds_load((src * NACC + a) * (WAVE * 16) + lane * 16)).bitcast(fx.Float32)
+                        total[a] = total[a] + part
+                store_out([v.ir_value() for v in total])
+
+    @flyc.jit
+    def launch(out: fx.Pointer, x: fx.Pointer, w: fx.Pointer, w_scale: fx.Pointer,
+               m: Int32, n: Int32, k: Int32, stride_x: Int32, stride_out: Int32,
+               stream: fx.Stream = fx.Stream(None)):
+        gemm_kernel(out, x, w, w_scale, m, n, k, stride_x, stride_out).launch(
+            grid=(1, 1, 1), block=(threads, 1, 1), stream=stream)
+
+    return launch, name
+
+
+def build(params: dict):
+    launch, name = make_launcher(params)
+    return compile_launcher(launch, name)

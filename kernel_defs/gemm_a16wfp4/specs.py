@@ -1,0 +1,35 @@
+"""gemm_a16wfp4 family: dense BF16 x MXFP4 GEMM (kernel_semantics.md section 3), the prebuilt set.
+
+Compile-time: pipeline order, tile (bm, bn), intra-workgroup split-K factor sk, 128-K blocks per wave
+per step kb. Runtime: M, N, K, both row strides. The spec list is every config configs.py names
+(tuned shapes and the generic fallback share code objects where their tiles agree).
+
+Budgets: decode-order specs serve decode M; they must keep 2 waves per SIMD (VGPR+AGPR <= 256 and
+LDS <= 80 KiB, so two 4-wave workgroups fit one CU), which covers the 8448 x 7168 decode configs.
+Every spec: VGPR+AGPR <= 512 and LDS exactly as tiles.py computes (the plan relies on it).
+"""
+from ..registry import Budget, Family
+from . import configs, plan, tiles
+
+DECODE_MAX_REGS = 256
+DECODE_MAX_LDS = 80 * 1024
+
+
+def _budget(params: dict) -> Budget:
+    t = tiles.tile(params)
+    if t.order == "decode":
+        return Budget(max_vgpr_plus_agpr=DECODE_MAX_REGS, max_lds=DECODE_MAX_LDS, exact_lds=t.lds_bytes)
+    return Budget(max_vgpr_plus_agpr=512, exact_lds=t.lds_bytes)
+
+
+FAMILY = Family(
+    name="gemm_a16wfp4",
+    axes={"order": tiles.ORDERS, "bm": (16, 32, 64, 128), "bn": (32, 64, 128, 256), "sk": (1, 2, 4),
+          "kb": (1, 2)},
+    specs=configs.all_configs,
+    symbol=tiles.symbol,
+    block=plan.block,
+    budget=_budget,
+    shipped=True,
+    doc=__doc__,
+)

@@ -1,0 +1,95 @@
+"""Tile geometry of one gemm_a16wfp4 spec, derived from its params (pure Python, shared by the kernel,
+the plan and the specs so that all three agree).
+
+A workgroup is 4 waves computing a (bm x bn) output tile. The waves form a (nw x sk) grid: `sk` waves
+split every K step between them (intra-workgroup split-K, partials reduced through LDS), the
+4/sk wave groups split the bn columns. Every wave covers all bm rows, so each decoded B fragment
+feeds bm/16 MFMAs and no B element is decoded twice inside a workgroup.
+
+K advances in steps of `kstep` = 128 * sk * kb elements; inside a step each wave owns `kb`
+consecutive 128-K blocks (one 16-byte preshuffled load per lane per 16 columns per block).
+"""
+from dataclasses import dataclass
+
+WAVES = 4
+WAVE = 64
+MFMA_MN = 16          # v_mfma_f32_16x16x32_bf16
+MFMA_K = 32
+KBLOCK = 128          # K elements one lane's 16-byte weight load covers (4 groups of 32, one per lane row)
+A_CHUNK = 16          # bytes per cooperative A load / LDS read (8 bf16)
+ORDERS = ("prefill", "decode")
+
+
+@dataclass(frozen=True)
+class Tile:
+    order: str        # "prefill": next A and B issued before the MFMAs; "decode": next B after them
+    bm: int
+    bn: int
+    sk: int
+    kb: int
+
+    @property
+    def kstep(self) -> int:
+        return KBLOCK * self.sk * self.kb
+
+    @property
+    def wave_groups_n(self) -> int:
+        return WAVES // self.sk
+
+    @property
+    def wave_n(self) -> int:
+        return self.bn // self.wave_groups_n
+
+    @property
+    def n_tiles(self) -> int:         # 16-column MFMA tiles per wave
+        return self.wave_n // MFMA_MN
+
+    @property
+    def m_tiles(self) -> int:
+        return self.bm // MFMA_MN
+
+    @property
+    def accumulators(self) -> int:    # 4-float MFMA accumulators per lane
+        return self.m_tiles * self.n_tiles
+
+    @property
+    def a_stage_bytes(self) -> int:   # one LDS stage of A: bm rows x kstep bf16
+        return self.bm * self.kstep * 2
+
+    @property
+    def a_chunks_per_thread(self) -> int:
+        return self.a_stage_bytes // A_CHUNK // (WAVES * WAVE)
+
+    @property
+    def reduce_bytes(self) -> int:    # split-K partials of the sk-1 non-leading waves of each group
+        return self.wave_groups_n * (self.sk - 1) * self.accumulators * WAVE * 16
+
+    @property
+    def lds_bytes(self) -> int:       # the reduction reuses the A stages after the K loop
+        return max(2 * self.a_stage_bytes, self.reduce_bytes)
+
+    def check(self) -> None:
+        if self.order not in ORDERS:
+            raise ValueError(f"order {self.order!r} not in {ORDERS}")
+        if self.sk not in (1, 2, 4) or WAVES % self.sk:
+            raise ValueError(f"sk={self.sk} must divide {WAVES}")
+        if self.bm % MFMA_MN or self.bm <= 0:
+            raise ValueError(f"bm={self.bm} must be a positive multiple of {MFMA_MN}")
+        if self.bn % (MFMA_MN * self.wave_groups_n):
+            raise ValueError(f"bn={self.bn} leaves a wave less than {MFMA_MN} columns (sk={self.sk})")
+        if 256 % self.bn and self.bn % 256:
+            raise ValueError(f"bn={self.bn} must divide 256 or be a multiple of it")
+        if self.a_stage_bytes % (A_CHUNK * WAVES * WAVE):
+            raise ValueError(f"A stage of {self.a_stage_bytes} bytes does not split over {WAVES * WAVE} threads")
+        if self.kstep * 2 // A_CHUNK < 8:
+            raise ValueError("an A row must span at least 8 chunks for the LDS swizzle")
+
+
+def tile(params: dict) -> Tile:
+    t = Tile(params["order"], params["bm"], params["bn"], params["sk"], params["kb"])
+    t.check()
+    return t
+
+
+def symbol(params: dict) -> str:
+    return "gemm_a16wfp4_{order}_m{bm}_n{bn}_s{sk}_k{kb}".format(**params)

@@ -1,0 +1,170 @@
+"""Direct-path decode kernel (D128, H64/H128, internal schedule), written in FlyDSL (kernel.py builds it).
+
+Grid (ceil(max_seq_len / tile), B): CTA (x, b) scores tokens [x*tile, (x+1)*tile) of sequence b for all of
+its next_n query rows; a CTA whose chunk starts at or past ctx_b exits at once. Two waves of 64 lanes:
+- KV: each wave loads the chunk's values (one 16-byte lane load per 16-token n-tile) and scale dwords
+  (one per distinct slot group, see `_scale_dwords`) from global memory straight into registers. The
+  chunk lies in one page, whose id is one scalar block-table read (entry < ceil(ctx_b / P) always).
+- Heads: wave w owns m-tiles [w*H/32, (w+1)*H/32). Per row it loads its Q fragments, one Q-scale dword
+  and its weights (vector loads, or scalar loads + a per-lane-group select for the large grids), runs
+  n_tiles x m-tiles MFMAs 16x16x128 against the KV registers, applies ReLU x weight, and folds the four
+  lane groups with permlane swaps so lane (g, r) holds the wave's partial for token 16*(g*n_tiles/4) + r.
+- Head reduction: those partials go to LDS [wave][row][token]; after one barrier wave w finishes rows
+  n_first + w, n_first + w + 2, ...: lane t adds both waves' partials of token t, scales by
+  weight_scale and stores it when t < min(ctx_b - next_n + 1 + n, max_seq_len).
+Rows n < n_first = max(0, chunk_start + next_n - ctx_b) see no token of the chunk and are skipped. The
+next row's Q, Q scales and weights are loaded while the current row is computed.
+"""
+import flydsl.compiler as flyc
+import flydsl.expr as fx
+from flydsl.expr import arith, gpu
+from flydsl.expr.primitive import range_constexpr
+from flydsl.expr.typing import Int32, Int64
+
+from ..mqa_common import blocks as B
+from .geometry import MAX_NEXT_N, NTILE, Direct
+
+
+def _scale_dwords(g: Direct):
+    """Where each n-tile's KV scale byte lives, for a chunk starting at a multiple of the tile in its page.
+
+    Slot s(o) = (o % (P/4)) * 4 + o // (P/4), so token o = tin + 16j + r (tin % (P/4) == 0 because
+    tile >= P/4) has its byte in the dword of x = (16j) % (P/4) + r at byte tin/(P/4) + (16j)//(P/4).
+    Returns (dword x-offsets to load, [(dword index, opsel) per n-tile]); the runtime part tin/(P/4) of
+    the byte index is removed by one shift per dword.
+    """
+    quarter = g.page_size // 4
+    offsets = sorted({(NTILE * j) % quarter for j in range(g.n_tiles)})
+    return offsets, [(offsets.index((NTILE * j) % quarter), (NTILE * j) // quarter) for j in range(g.n_tiles)]
+
+
+def _vector_weights(weights, byte_base, grp, m_tiles):
+    """Per lane, the bf16 pairs of heads 16u + 4*grp + {0,1} and {2,3} (u < m_tiles): one 8-byte load per u."""
+    rs = B.buffer_rsrc(weights, byte_base)
+    w = []
+    for u in range_constexpr(m_tiles):
+        pair = fx.Vector(B.buffer_load(rs, (Int32(16 * u) + grp * Int32(4)) * Int32(2), 2))
+        w += [Int32(pair[0]), Int32(pair[1])]
+    return w
+
+
+def _scalar_weights(weights, byte_base, grp, m_tiles):
+    """As _vector_weights, but the wave's 16*m_tiles weights arrive through scalar loads (SGPRs) and each
+    lane picks its group's dwords with selects: no vector-memory traffic for the weights."""
+    sw = []
+    for k in range_constexpr(m_tiles * 2):
+        sw += B.scalar_load(weights, Int32(4 * k), 4, byte_base)
+    w = []
+    for u in range_constexpr(m_tiles):
+        for p in range_constexpr(2):          # dword 8u + 2*grp + p holds heads 16u + 4*grp + 2p, +1
+            c = [sw[8 * u + 2 * k + p] for k in range(4)]
+            w.append((grp == Int32(3)).select(c[3], (grp == Int32(2)).select(c[2], (grp == Int32(1)).select(c[1], c[0]))))
+    return w
+
+
+def direct_kernel(g: Direct, name: str):
+    H, P, T, MH, NT = g.heads, g.page_size, g.tile, g.m_tiles_per_wave, g.n_tiles
+    QS_PAD = g.qs_pad
+    Q_ROW, QS_ROW, W_ROW = H * 64, 64 * QS_PAD, 2 * H
+    WAVE_Q, WAVE_W = MH * 16 * 64, MH * 16 * 2          # bytes of one wave's heads in a Q / weight row
+    SC_OFFS, SC_SEL = _scale_dwords(g)
+    load_weights = _scalar_weights if g.scalar_weights else _vector_weights
+    ROW_LDS = T * 4
+
+    @flyc.kernel(name=name)
+    def direct(out: fx.Pointer, q: fx.Pointer, q_scale: fx.Pointer, kv_cache: fx.Pointer,
+               kv_scale: fx.Pointer, block_tables: fx.Pointer, weights: fx.Pointer, context_lens: fx.Pointer,
+               next_n: Int32, max_seq_len: Int32, stride_out: Int64, stride_kv: Int64, stride_ks: Int64,
+               stride_bt: Int32, weight_scale: fx.Float32):
+        tid = Int32(gpu.thread_idx.x)
+        wave = Int32(B.readfirstlane(tid >> Int32(6)))
+        lane = tid & Int32(63)
+        r = lane & Int32(15)
+        grp = lane >> Int32(4)
+        b = Int32(gpu.block_idx.y)
+        t0 = Int32(gpu.block_idx.x) * Int32(T)
+        ctx = B.scalar_load(context_lens, b, 1)[0]
+        lds = B.lds_alloc(g.lds_bytes)
+        if t0 < ctx:
+            page = B.scalar_load(block_tables, t0 // Int32(P), 1, Int64(b) * Int64(stride_bt) * Int64(4))[0]
+            tin = t0 & Int32(P - 1)
+            kv_rs = B.buffer_rsrc(kv_cache, Int64(page) * stride_kv, P * 64)
+            kv = [B.buffer_load(kv_rs, grp * Int32(P * 16) + (tin + Int32(NTILE * j) + r) * Int32(16), 4)
+                  for j in range_constexpr(NT)]
+            ks_rs = B.buffer_rsrc(kv_scale, Int64(page) * stride_ks, P * 4)
+            ks = []
+            for xo in SC_OFFS:
+                dw = Int32(B.buffer_load(ks_rs, grp * Int32(P) + (Int32(xo) + r) * Int32(4), 1))
+                ks.append(dw if T == P else dw >> ((tin // Int32(P // 4)) * Int32(8)))
+            n_first = arith.max(t0 + next_n - ctx, Int32(0))
+            b_row = b * next_n
+
+            def row_inputs(n):
+                """Row n's Q fragments, Q-scale dword (m-tile u at byte u) and weights of this wave's heads."""
+                row = Int64(b_row + n)
+                q_rs = B.buffer_rsrc(q, row * Int64(Q_ROW) + Int64(wave * Int32(WAVE_Q)))
+                qa = [B.buffer_load(q_rs, (Int32(16 * u) + r) * Int32(64) + grp * Int32(16), 4)
+                      for u in range_constexpr(MH)]
+                qs_rs = B.buffer_rsrc(q_scale, row * Int64(QS_ROW))
+                first = wave * Int32(MH)
+                qs = Int32(B.buffer_load(qs_rs, (grp * Int32(16) + r) * Int32(QS_PAD) + (first >> Int32(2)) * Int32(4), 1))
+                qs = qs >> ((first & Int32(3)) * Int32(8)) if MH < 4 else qs
+                w = load_weights(weights, row * Int64(W_ROW) + Int64(wave * Int32(WAVE_W)), grp, MH)
+                return qa + [qs] + w
+
+            def score(n, inputs):
+                """Write this wave's per-token partial sums of row n to LDS."""
+                qa, qs, wd = inputs[:MH], inputs[MH], inputs[MH + 1:]
+                wf = []
+                for d in wd:
+                    wf += list(B.bf16x2_to_f32(d))
+                parts = []
+                for j in range_constexpr(NT):
+                    dw, sel = SC_SEL[j]
+                    s = fx.Float32(0.0)
+                    for u in range_constexpr(MH):
+                        acc = B.mfma_fp4(fx.Vector.filled(4, 0.0, fx.Float32), qa[u], kv[j], qs, u, ks[dw], sel)
+                        av = fx.Vector(acc)
+                        for i in range_constexpr(4):
+                            s = s + arith.max(fx.Float32(av[i]), fx.Float32(0.0)) * wf[4 * u + i]
+                    parts.append(s)
+                total = B.sum_over_lane_groups(parts)
+                tok = (grp if NT == 4 else grp >> Int32(1)) * Int32(NTILE) + r
+                B.lds_store(lds, (wave * Int32(MAX_NEXT_N) + n) * Int32(ROW_LDS) + tok * Int32(4),
+                            total.bitcast(Int32), 1)
+
+            for n, state in range(n_first, next_n, 1, init=row_inputs(n_first)):
+                ni = Int32(n)
+                nxt = row_inputs(arith.min(ni + Int32(1), next_n - Int32(1)))
+                score(ni, list(state))
+                yield nxt
+            gpu.barrier()
+            t_lane = lane & Int32(T - 1)
+            for n in range(n_first + wave, next_n, 2):
+                ni = Int32(n)
+                p0 = B.lds_load(lds, ni * Int32(ROW_LDS) + t_lane * Int32(4), 1)
+                p1 = B.lds_load(lds, (Int32(MAX_NEXT_N) + ni) * Int32(ROW_LDS) + t_lane * Int32(4), 1)
+                v = (Int32(p0).bitcast(fx.Float32) + Int32(p1).bitcast(fx.Float32)) * weight_scale
+                limit = arith.min(ctx - next_n + Int32(1) + ni, max_seq_len)
+                tok = t0 + lane
+                out_rs = B.buffer_rsrc(out, Int64(b_row + ni) * stride_out * Int64(4))
+                if (lane < Int32(T)) & (tok < limit):
+                    B.buffer_store(v, out_rs, tok * Int32(4))
+
+    return direct
+
+
+def direct_launcher(g: Direct, name: str):
+    kern = direct_kernel(g, name)
+    threads = g.threads
+
+    @flyc.jit
+    def launch(out: fx.Pointer, q: fx.Pointer, q_scale: fx.Pointer, kv_cache: fx.Pointer,
+               kv_scale: fx.Pointer, block_tables: fx.Pointer, weights: fx.Pointer, context_lens: fx.Pointer,
+               next_n: Int32, max_seq_len: Int32, stride_out: Int64, stride_kv: Int64, stride_ks: Int64,
+               stride_bt: Int32, weight_scale: fx.Float32, stream: fx.Stream = fx.Stream(None)):
+        kern(out, q, q_scale, kv_cache, kv_scale, block_tables, weights, context_lens, next_n, max_seq_len,
+             stride_out, stride_kv, stride_ks, stride_bt, weight_scale).launch(
+            grid=(1, 1, 1), block=(threads, 1, 1), stream=stream)
+
+    return launch

@@ -1,0 +1,112 @@
+"""Compile-time geometry of the decode kernels, shared by kernel.py (tracing), plan.py and specs.py.
+
+Pure Python: the runtime imports it.
+"""
+from dataclasses import dataclass
+
+WAVE = 64
+NTILE = 16             # tokens per MFMA n-tile
+QUAD = 4 * NTILE       # 4 n-tiles whose scales share one dword (kernel_semantics.md 1.3)
+VALUE_LOAD = 16        # bytes per lane per KV value load
+SCALE_LOAD = 4         # bytes per lane per KV scale load
+
+
+@dataclass(frozen=True)
+class Staged:
+    """Staged-LDS generic kernel: one query row per CTA, `block_k` tokens per chunk staged in LDS.
+
+    A chunk is block_k / P whole pages copied verbatim (values, then scales) into LDS. Within a page the
+    P/64 quads h own tokens {q*P/4 + 16h + r : q < 4, r < 16}: the four n-tiles of a quad read their
+    scales from one LDS dword (byte q = MFMA opsel). Wave w computes quads w, w + W, ... of the chunk.
+    """
+    heads: int
+    head_dim: int
+    page_size: int
+    block_k: int
+    num_warps: int
+
+    def __post_init__(self):
+        if self.heads % 16 or not 16 <= self.heads <= 128:
+            raise ValueError(f"heads={self.heads}: must be a multiple of 16 in [16, 128]")
+        if self.head_dim % 128:
+            raise ValueError(f"head_dim={self.head_dim}: must be a multiple of 128")
+        if self.page_size % QUAD:
+            raise ValueError(f"page_size={self.page_size}: must be a multiple of {QUAD}")
+        if self.block_k % self.page_size or (self.block_k // QUAD) % self.num_warps:
+            raise ValueError(f"block_k={self.block_k}, num_warps={self.num_warps}, page_size={self.page_size}: "
+                             f"block_k must be a multiple of the page size and of {QUAD} * num_warps")
+
+    @property
+    def m_tiles(self): return self.heads // 16
+    @property
+    def k_tiles(self): return self.head_dim // 128
+    @property
+    def qs_pad(self): return 4 * -(-self.m_tiles // 4)
+    @property
+    def threads(self): return WAVE * self.num_warps
+    @property
+    def pages_per_chunk(self): return self.block_k // self.page_size
+    @property
+    def page_value_bytes(self): return self.page_size * self.head_dim // 2
+    @property
+    def page_scale_bytes(self): return self.page_size * self.head_dim // 32
+    @property
+    def lds_scale_base(self): return self.block_k * self.head_dim // 2
+    @property
+    def lds_bytes(self): return self.block_k * (self.head_dim // 2 + self.head_dim // 32)
+    @property
+    def value_loads(self):     # per lane per chunk; one wave-load = 1 KiB, inside one page
+        return self.lds_scale_base // (VALUE_LOAD * self.threads)
+    @property
+    def scale_loads(self):     # per lane per chunk; one wave-load = 256 B, inside one page
+        return (self.lds_bytes - self.lds_scale_base) // (SCALE_LOAD * self.threads)
+    @property
+    def quads_per_wave(self): return self.block_k // QUAD // self.num_warps
+
+
+MAX_NEXT_N = 8
+DIRECT_WAVES = 2                # head waves: wave w owns heads [w*H/2, (w+1)*H/2)
+DIRECT_GRID_LIMIT = 1024        # largest 32-token direct grid; larger grids use 64-token tiles
+
+
+@dataclass(frozen=True)
+class Direct:
+    """Direct-path kernel (D = 128): one CTA = one `tile`-token chunk of one sequence, all next_n rows.
+
+    The chunk lies inside one page (tile <= P). Each of the two waves loads the chunk's KV values and
+    scales straight into registers and scores them against its half of the heads; the waves' per-token
+    partial sums meet in LDS ([wave][row][token] f32, one slot per possible next_n row).
+    """
+    heads: int
+    page_size: int
+    tile: int
+    scalar_weights: bool
+    head_dim: int = 128
+
+    def __post_init__(self):
+        if self.heads not in (64, 128) or self.head_dim != 128:
+            raise ValueError(f"direct path: heads={self.heads}, head_dim={self.head_dim} (needs H64/H128, D128)")
+        if self.tile not in (32, 64) or self.page_size % self.tile or self.tile < self.page_size // 4:
+            raise ValueError(f"direct path: tile={self.tile} does not fit page_size={self.page_size}")
+
+    @property
+    def m_tiles_per_wave(self): return self.heads // 16 // DIRECT_WAVES
+    @property
+    def n_tiles(self): return self.tile // NTILE
+    @property
+    def qs_pad(self): return 4 * -(-(self.heads // 16) // 4)
+    @property
+    def threads(self): return WAVE * DIRECT_WAVES
+    @property
+    def lds_bytes(self): return DIRECT_WAVES * MAX_NEXT_N * self.tile * 4
+
+
+def direct_tile(batch: int, max_seq_len: int):
+    """(tile tokens, scalar weight loads) of the direct path for a grid of batch x ceil(max_seq_len / tile).
+
+    32-token tiles while that grid has at most DIRECT_GRID_LIMIT CTAs, else 64-token tiles; those load
+    the weights through the scalar unit when even the 64-token grid exceeds the limit.
+    """
+    if batch * -(-max_seq_len // 32) <= DIRECT_GRID_LIMIT:
+        return 32, False
+    return 64, batch * -(-max_seq_len // 64) > DIRECT_GRID_LIMIT

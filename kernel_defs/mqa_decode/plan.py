@@ -1,0 +1,133 @@
+"""Launch plans of the mqa_decode family: validate the call, pick the spec, compute grid and arguments.
+
+Pure Python + torch (no flydsl). Dispatch: the direct kernel serves the internal schedule for D128 with
+H64/H128 (any page size, any next_n); the staged-LDS kernel serves everything else: an external
+schedule (`cta_info`), an explicit persistent grid (`parallel_unit_num`), caller `block_k` / `num_warps`
+overrides, and the other head counts and D256.
+"""
+from dataclasses import dataclass
+
+import torch
+
+from ..registry import LaunchPlan
+from ..validate import E8M0, FP4X2, check_choice, check_float, check_int, check_same_device, check_tensor
+from .geometry import MAX_NEXT_N, DIRECT_WAVES, Direct, Staged, direct_tile
+from .specs import DIRECT_HEADS, HEAD_DIMS, HEADS, PAGE_SIZES, STAGED_TILES
+
+FAMILY = "mqa_decode"
+DEFAULT_TILE = STAGED_TILES[0]
+
+
+@dataclass(frozen=True)
+class Shapes:
+    batch: int
+    next_n: int
+    heads: int
+    head_dim: int
+    page_size: int
+
+
+def _u8(t):
+    return t if t.dtype == torch.uint8 else t.view(torch.uint8)
+
+
+def check_inputs(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, context_lens, max_seq_len,
+                 next_n, kv_block_size, weight_scale) -> Shapes:
+    """Every check that needs no schedule: raises TypeError/ValueError naming the argument."""
+    dims = {}
+    check_int("next_n", next_n, lo=1, hi=MAX_NEXT_N)
+    check_int("kv_block_size", kv_block_size)
+    check_choice("kv_block_size", kv_block_size, PAGE_SIZES)
+    check_int("max_seq_len", max_seq_len, lo=1)
+    check_float("weight_scale", weight_scale)
+    check_tensor("q_fp4", q_fp4, dtype=FP4X2, shape=("B", None, "H", "D2"), dims=dims, contiguous=True)
+    if q_fp4.shape[1] != next_n:
+        raise ValueError(f"q_fp4: dim 1 is {q_fp4.shape[1]} but next_n={next_n}")
+    batch, heads, head_dim = dims["B"], dims["H"], 2 * dims["D2"]
+    check_choice("heads (q_fp4.shape[2])", heads, HEADS)
+    check_choice("head_dim (2 * q_fp4.shape[3])", head_dim, HEAD_DIMS)
+    kt, p = head_dim // 128, kv_block_size
+    g = Staged(heads, head_dim, p, *DEFAULT_TILE)
+    check_tensor("q_scale", q_scale, dtype=E8M0, shape=(batch, next_n, kt, 4, 16, g.qs_pad), contiguous=True)
+    check_tensor("kv_cache", kv_cache, dtype=FP4X2, shape=("N", kt, 4, None, 16), dims=dims)
+    if kv_cache.shape[3] != p:
+        raise ValueError(f"kv_cache: page size (dim 3) is {kv_cache.shape[3]} but kv_block_size={p}")
+    check_tensor("kv_cache", kv_cache, stride=(None, 4 * p * 16, p * 16, 16, 1))
+    if kv_cache.stride(0) < g.page_value_bytes:
+        raise ValueError(f"kv_cache: page stride {kv_cache.stride(0)} B is below the page size "
+                         f"{g.page_value_bytes} B (pages would overlap)")
+    check_tensor("kv_scale", kv_scale, dtype=E8M0, shape=("N", kt, 4, p), stride=(None, 4 * p, p, 1), dims=dims)
+    if kv_scale.stride(0) < g.page_scale_bytes:
+        raise ValueError(f"kv_scale: page stride {kv_scale.stride(0)} B is below the page size "
+                         f"{g.page_scale_bytes} B (pages would overlap)")
+    check_tensor("block_tables", block_tables, dtype=torch.int32, shape=(batch, None), stride=(None, 1))
+    check_tensor("weights", weights, dtype=torch.bfloat16, shape=(batch * next_n, heads), contiguous=True)
+    check_tensor("context_lens", context_lens, shape=(batch,))
+    if context_lens.dtype.is_floating_point or context_lens.dtype in (torch.bool, torch.complex64):
+        raise TypeError(f"context_lens: dtype must be an integer type, got {context_lens.dtype}")
+    check_same_device(q_fp4=q_fp4, q_scale=q_scale, kv_cache=kv_cache, kv_scale=kv_scale,
+                      block_tables=block_tables, weights=weights, context_lens=context_lens)
+    return Shapes(batch, next_n, heads, head_dim, p)
+
+
+def check_out(out, rows: int, max_seq_len: int, like: torch.Tensor) -> None:
+    check_tensor("out", out, dtype=torch.float32, shape=(rows, max_seq_len), stride=(None, 1))
+    if rows > 1 and out.stride(0) < max_seq_len:
+        raise ValueError(f"out: row stride {out.stride(0)} is below max_seq_len={max_seq_len}")
+    check_same_device(out=out, q_fp4=like)
+
+
+def staged_tile(block_k, num_warps, page_size: int):
+    """(block_k, num_warps) of the staged kernel; None picks the default 256 x 4."""
+    bk = DEFAULT_TILE[0] if block_k is None else check_int("block_k", block_k)
+    w = DEFAULT_TILE[1] if num_warps is None else check_int("num_warps", num_warps)
+    if (bk, w) not in STAGED_TILES:
+        raise ValueError(f"(block_k, num_warps)=({bk}, {w}) is not prebuilt; supported: {list(STAGED_TILES)}")
+    if bk % page_size:
+        raise ValueError(f"block_k={bk} must be a multiple of kv_block_size={page_size}")
+    return bk, w
+
+
+def check_schedule(cta_info, total_ctas, like: torch.Tensor) -> int:
+    check_tensor("cta_info", cta_info, dtype=torch.int32, shape=(None, 4), contiguous=True)
+    check_int("total_ctas", total_ctas, lo=1, hi=cta_info.shape[0])
+    check_same_device(cta_info=cta_info, q_fp4=like)
+    return total_ctas
+
+
+def staged_plan(s: Shapes, block_k: int, num_warps: int, *, out, q_fp4, q_scale, kv_cache, kv_scale,
+                block_tables, weights, cta_info, total_ctas: int, weight_scale: float) -> LaunchPlan:
+    params = {"path": "staged", "heads": s.heads, "head_dim": s.head_dim, "page_size": s.page_size,
+              "block_k": block_k, "num_warps": num_warps, "weight_load": "vector"}
+    args = {
+        "out": out, "q": _u8(q_fp4), "q_scale": _u8(q_scale), "kv_cache": _u8(kv_cache),
+        "kv_scale": _u8(kv_scale), "block_tables": block_tables, "weights": weights, "cta_info": cta_info,
+        "next_n": s.next_n, "stride_out": out.stride(0), "stride_kv": kv_cache.stride(0),
+        "stride_ks": kv_scale.stride(0), "stride_bt": block_tables.stride(0), "weight_scale": weight_scale,
+    }
+    return LaunchPlan(FAMILY, params, (total_ctas, 1, 1), (64 * num_warps, 1, 1), args)
+
+
+def takes_direct_path(s: Shapes, *, cta_info=None, total_ctas=None, block_k=None, num_warps=None,
+                      parallel_unit_num=None) -> bool:
+    """The direct kernel needs the internal schedule with no tile/grid override, D128 and H64/H128."""
+    internal = cta_info is None and total_ctas is None and parallel_unit_num is None
+    return (internal and block_k is None and num_warps is None and s.head_dim == 128
+            and s.heads in DIRECT_HEADS)
+
+
+def direct_plan(s: Shapes, max_seq_len: int, *, out, q_fp4, q_scale, kv_cache, kv_scale, block_tables,
+                weights, context_lens, weight_scale: float) -> LaunchPlan:
+    """2-D grid (ceil(max_seq_len / tile), B); context_lens must be int32 and contiguous."""
+    tile, scalar = direct_tile(s.batch, max_seq_len)
+    g = Direct(s.heads, s.page_size, tile, scalar)
+    params = {"path": "direct", "heads": s.heads, "head_dim": 128, "page_size": s.page_size,
+              "block_k": tile, "num_warps": DIRECT_WAVES, "weight_load": "scalar" if scalar else "vector"}
+    args = {
+        "out": out, "q": _u8(q_fp4), "q_scale": _u8(q_scale), "kv_cache": _u8(kv_cache),
+        "kv_scale": _u8(kv_scale), "block_tables": block_tables, "weights": weights,
+        "context_lens": context_lens, "next_n": s.next_n, "max_seq_len": max_seq_len,
+        "stride_out": out.stride(0), "stride_kv": kv_cache.stride(0), "stride_ks": kv_scale.stride(0),
+        "stride_bt": block_tables.stride(0), "weight_scale": weight_scale,
+    }
+    return LaunchPlan(FAMILY, params, (-(-max_seq_len // tile), s.batch, 1), (g.threads, 1, 1), args)

@@ -1,0 +1,301 @@
+"""FlyDSL source of the FP4 paged MQA logits prefill kernel (issue 6): four same-batch query rows per CTA
+share one LDS-staged KV chunk.
+
+One CTA = 4 waves; wave w scores query row `first_row + w` of its row group (kernel_semantics.md 2.1).
+Per chunk of CHUNK_TOKENS = 256 logical tokens (4 pages at P=64, 2 at P=128) the 256 threads load the
+chunk's page values and scales (one 16-byte piece per thread per 4 KiB, one scale dword per thread per
+KiB) and write them unchanged into one LDS stage, so LDS holds exactly the chunk in the page layout of
+kernel_semantics.md 1.3. Every wave then reads B operands from that stage for its own row: for each
+32-token tile, v_mfma_scale_f32_32x32x64_f8f6f4 with the 32 heads of an m-tile as rows (A = the wave's
+Q, held in VGPRs for the CTA's life) and the 32 tokens as columns, FP4 A and B with E8M0 byte-selected
+scales. The weighted ReLU head-sum is done per lane over its 16 accumulator rows, the two lane halves
+(rows 4..7 of each 8) are folded with one ds_bpermute that also pairs two token tiles, so each lane
+ends with one token and a wave stores 64 contiguous logits. The next chunk's global loads are issued
+(into the VGPRs that feed the next LDS write) after all but the last page of the current chunk have
+been computed. Stores are masked per wave by its own window with a buffer bound (num_records =
+window end) and an out-of-range offset below the window start, never a branch per lane.
+
+Decisions on the open questions (kernel_semantics.md section 5):
+- Q8 (schedule): row groups are maximal runs of consecutive rows with equal `row_to_batch`, cut every
+  four rows; a group's chunks are those of the union of its rows' windows, split into equal slices
+  over a fixed number of schedule slots (schedule.py). cta_info is int32 [slots, 8]:
+  (first_row, n_rows, batch, chunk_start, chunk_count, last_page, 0, 0); chunk_count 0 = idle slot.
+  Pages are read only up to `last_page` (the union window's last page, further clamped to the block
+  table width), so table entries past a sequence's end are never dereferenced (Q15).
+- Q9: D=128 and D=256 are both built (D=256 stages 34,816 bytes per chunk).
+- P=128: the chunk stays 256 tokens (two pages), so the staged bytes are the same as at P=64. KV scale
+  slots follow kv_scale_slot of mqa_common.layouts, s(o) = (o % (P/4))*4 + o // (P/4) (Q4).
+- Q2: weight_scale multiplies the head sum once per token (the reference's order), not the weights.
+- Q10: the benchmark reads B x Q x KV as Q tail-causal rows per sequence over a KV of KV tokens (the
+  varqlen rule); see benchmarks/mqa_prefill.py.
+Padding heads (H % 32 == 16) load a real Q row and their accumulator rows are never read. ReLU is
+v_max_f32 with no NaN quieting: an E8M0 0xFF (NaN) scale is not propagated the way the reference does.
+"""
+import flydsl.compiler as flyc
+import flydsl.expr as fx
+from flydsl._mlir import ir
+from flydsl.expr import gpu, range_constexpr, rocdl
+from flydsl.expr.typing import Int32, Int64, T, Vector
+
+from ..flydsl_compile import compile_launcher
+from ..mqa_common import blocks as B
+from . import plan
+from .geometry import CHUNK_TOKENS, CTA_INFO_INTS, THREADS, WAVE_SIZE, Geometry
+
+
+# ------------------------------------------------------------------------------------------ small pieces
+
+def _global(ptr, elem):
+    return fx.recast_iter(fx.PointerType.get(elem, fx.AddressSpace.Global, 4), ptr)
+
+
+def _sload(ptr_i32, index, count=1):
+    """Wave-uniform int32 load(s) from global int32 memory through SMEM (s_buffer_load)."""
+    return rocdl.s_buffer_load(rocdl.make_buffer_ptr(ptr_i32), index, count=count)
+
+
+def _mfma32(acc, a, b, scale_a, opsel_a, scale_b, opsel_b):
+    """v_mfma_scale_f32_32x32x64_f8f6f4, FP4 x FP4: acc (v16f32) += A(32x64) * B(64x32)."""
+    f32 = ir.F32Type.get()
+    return rocdl.mfma_scale_f32_32x32x64_f8f6f4(
+        B.vec_type(16, f32), [B.ir_of(a), B.ir_of(b), B.ir_of(acc), B.FP4_FORMAT, B.FP4_FORMAT,
+                              opsel_a, B.ir_of(scale_a), opsel_b, B.ir_of(scale_b)])
+
+
+def _relu(x):
+    # nnan: without it IEEE-mode maxnum quiets every input first (one extra v_max per element)
+    return fx.maxnumf(x, Vector.filled(16, 0.0, fx.Float32), fastmath=ir.Attribute.parse("#arith.fastmath<nnan>"))
+
+
+def _bf16_pair_to_f32(dword):
+    """The two bf16 of a dword (element 0 in the low half) as f32."""
+    lo = (dword << Int32(16)).bitcast(fx.Float32)
+    hi = (dword & Int32(-65536)).bitcast(fx.Float32)
+    return lo, hi
+
+
+def _live_rows(g: Geometry, m: int) -> int:
+    """Accumulator elements of m-tile m that hold real heads: rows 8*(j//4) + 4*half + j%4 < 16 are
+    exactly j < 8, so a half-padded last tile keeps its first 8 (the padding rows are never read)."""
+    return 8 if 32 * (m + 1) > g.heads else 16
+
+
+# ------------------------------------------------------------------------------------ per-wave operands
+
+def _load_q(g: Geometry, q8, row, stride_q, l32, half):
+    """A operands: per (m-tile, k-step) 32 FP4 of head 32m + l32, dims [64ks + 32half, +32)."""
+    rsrc = B.buffer_rsrc(q8, Int64(row) * Int64(stride_q))
+    frags = []
+    for m in range_constexpr(g.m_tiles):
+        head = l32 if 32 * (m + 1) <= g.heads else (l32 & Int32(15))   # padding lanes read a real row
+        base = (Int32(32 * m) + head) * Int32(g.head_dim // 2) + half * Int32(16)
+        frags.append([B.buffer_load(rsrc, base + Int32(32 * ks), 4) for ks in range_constexpr(g.k_steps)])
+    return frags
+
+
+def _load_q_scales(g: Geometry, qs8, row, stride_qs, l32, half):
+    """Per k-step the dwords whose byte 2m (after a per-lane shift) is the scale of (head 32m + l32,
+    group 2ks + half); returns [ks] -> list of dwords (one per two m-tiles)."""
+    rsrc = B.buffer_rsrc(qs8, Int64(row) * Int64(stride_qs))
+    shift = (l32 >> Int32(4)) * Int32(8)          # head 32m + l32 is m16 = 2m + l32 // 16
+    out = []
+    for ks in range_constexpr(g.k_steps):
+        kt, grp = ks // 2, 2 * (ks % 2)
+        off = ((Int32(4 * kt + grp) + half) * Int32(16) + (l32 & Int32(15))) * Int32(g.qs_pad)
+        if g.qs_pad == 4:
+            d = Int32(B.buffer_load(rsrc, off, 1))
+            out.append([fx.shrui(d, shift)])
+        else:
+            v = Vector(B.buffer_load(rsrc, off, 2))
+            both = (Int64(v[0]) & Int64(0xFFFFFFFF)) | (Int64(v[1]) << Int64(32))
+            both = fx.shrui(both, Int64(shift))
+            out.append([Int32(both), Int32(fx.shrui(both, Int64(32)))])
+    return out
+
+
+def _load_weights(g: Geometry, w8, row, stride_w, half):
+    """Per m-tile the f32 weights of the lane's accumulator rows 32m + 8(j//4) + 4half + j%4, as pairs
+    (j, j+1) so the head sum runs on v_pk_fma_f32."""
+    rsrc = B.buffer_rsrc(w8, Int64(row) * Int64(stride_w) * Int64(2))
+    out = []
+    for m in range_constexpr(g.m_tiles):
+        ws = []
+        for qd in range_constexpr(_live_rows(g, m) // 4):
+            v = Vector(B.buffer_load(rsrc, (Int32(32 * m + 8 * qd) + half * Int32(4)) * Int32(2), 2))
+            for d in range_constexpr(2):
+                ws.append(Vector.from_elements(list(_bf16_pair_to_f32(Int32(v[d]))), fx.Float32))
+        out.append(ws)
+    return out
+
+
+# ------------------------------------------------------------------------------------------ KV staging
+
+def _load_chunk(g: Geometry, kv8, kvs8, bt32, chunk, last_page, stride_kv, stride_kvs, tid, wave):
+    """Global loads of one chunk (all pages' values and scales) into this thread's staging registers."""
+    npg = g.pages_per_chunk
+    pieces_per_page = g.page_value_bytes // 16
+    dwords_per_page = g.page_scale_bytes // 4
+    first = chunk * Int32(npg)
+    pages = [Int32(_sload(bt32, fx.min(first + Int32(j), last_page))) for j in range_constexpr(npg)]
+    regs = []
+    for i in range_constexpr(g.value_pieces_per_thread):
+        j, off = divmod(i * THREADS, pieces_per_page)
+        rsrc = B.buffer_rsrc(kv8, Int64(pages[j]) * Int64(stride_kv))
+        regs.append(Vector(B.buffer_load(rsrc, tid * Int32(16) + Int32(off * 16), 4)))
+    for i in range_constexpr(g.scale_dwords_per_thread):
+        if dwords_per_page >= THREADS:
+            j, off = divmod(i * THREADS, dwords_per_page)
+            page = pages[j]
+            voff = tid * Int32(4) + Int32(off * 4)
+        else:   # a page's scales span fewer than 256 dwords: the page index varies per wave
+            waves_per_page = dwords_per_page // WAVE_SIZE
+            jw = Int32(i * THREADS // dwords_per_page) + wave // Int32(waves_per_page)
+            page = pages[0]
+            for j in range_constexpr(1, npg):
+                page = (jw == Int32(j)).select(pages[j], page)
+            voff = (tid % Int32(dwords_per_page)) * Int32(4)
+        rsrc = B.buffer_rsrc(kvs8, Int64(page) * Int64(stride_kvs))
+        regs.append(Int32(B.buffer_load(rsrc, voff, 1)))
+    return regs
+
+
+def _zero_regs(g: Geometry):
+    return ([Vector.filled(4, 0, Int32) for _ in range_constexpr(g.value_pieces_per_thread)]
+            + [Int32(0) for _ in range_constexpr(g.scale_dwords_per_thread)])
+
+
+def _stage_chunk(g: Geometry, lds, regs, tid):
+    """Write the staging registers into LDS: values [page][PAGE_V] then scales [page][PAGE_S]."""
+    nv = g.value_pieces_per_thread
+    for i in range_constexpr(nv):
+        B.lds_store(lds, (Int32(i * THREADS) + tid) * Int32(16), regs[i], 4)
+    for i in range_constexpr(g.scale_dwords_per_thread):
+        B.lds_store(lds, Int32(g.lds_value_bytes) + (Int32(i * THREADS) + tid) * Int32(4), regs[nv + i], 1)
+
+
+# ------------------------------------------------------------------------------------------ compute
+
+def _page_logits(g: Geometry, lds, j, qa, qs, w, lane_v, lane_s, shift_s):
+    """Weighted ReLU head sums of page j of the staged chunk, one f32 per lane per 32-token tile."""
+    P = g.page_size
+    bscale = []
+    for ks in range_constexpr(g.k_steps):
+        kt, c = ks // 2, 2 * (ks % 2)
+        d = Int32(B.lds_load(lds, lane_s + Int32(g.lds_value_bytes + j * g.page_scale_bytes
+                                                  + kt * 4 * P + c * P), 1))
+        bscale.append(fx.shrui(d, shift_s) if shift_s is not None else d)
+    sums = []
+    for tt in range_constexpr(g.tiles_per_page):
+        # byte of token 32tt + l32 in the (pre-shifted) scale dword; see kernel_semantics.md 1.3
+        opsel_b = 2 * tt if P == 64 else tt
+        bv = []
+        for ks in range_constexpr(g.k_steps):
+            kt, c = ks // 2, 2 * (ks % 2)
+            const = j * g.page_value_bytes + kt * 64 * P + c * 16 * P + 32 * tt * 16
+            bv.append(B.lds_load(lds, lane_v + Int32(const), 4))
+        total = Vector.filled(2, 0.0, fx.Float32)
+        for m in range_constexpr(g.m_tiles):
+            acc = Vector.filled(16, 0.0, fx.Float32)
+            for ks in range_constexpr(g.k_steps):
+                acc = _mfma32(acc, qa[m][ks], bv[ks], qs[ks][(2 * m) // 4], (2 * m) % 4, bscale[ks], opsel_b)
+            r = Vector(_relu(Vector(acc)))
+            for e in range_constexpr(_live_rows(g, m) // 2):
+                pair = Vector.from_elements([r[2 * e], r[2 * e + 1]], fx.Float32)
+                total = Vector(fx.fma(pair, w[m][e], total))
+        sums.append(total[0] + total[1])
+    return sums
+
+
+def _fold_pair(a, b, lane, half):
+    """Lane x < 32 gets a[x] + a[x+32] (tile 0, token x); lane x >= 32 gets b[x-32] + b[x] (tile 1)."""
+    low = half == Int32(0)
+    give = low.select(b, a)
+    peer = (lane ^ Int32(32)) * Int32(4)
+    got = Int32(rocdl.ds_bpermute(T.i32, B.ir_of(peer), give.bitcast(Int32).ir_value())).bitcast(fx.Float32)
+    return low.select(a, b) + got
+
+
+# ------------------------------------------------------------------------------------------ the kernel
+
+def build(params: dict):
+    g = Geometry(params["heads"], params["head_dim"], params["page_size"])
+    name = plan.symbol(params)
+    npg = g.pages_per_chunk
+
+    @flyc.kernel(name=name)
+    def mqa_prefill(out: fx.Pointer, q: fx.Pointer, q_scale: fx.Pointer, kv_cache: fx.Pointer,
+                    kv_scale: fx.Pointer, block_tables: fx.Pointer, weights: fx.Pointer,
+                    local_starts: fx.Pointer, local_ends: fx.Pointer, cta_info: fx.Pointer,
+                    stride_out: Int32, stride_q: Int32, stride_qs: Int32, stride_w: Int32,
+                    stride_kv_page: Int32, stride_kvs_page: Int32, stride_bt: Int32, bt_width: Int32,
+                    max_seq_len: Int32, weight_scale: fx.Float32):
+        tid = Int32(gpu.thread_idx.x)
+        lane = tid & Int32(WAVE_SIZE - 1)
+        wave = Int32(B.readfirstlane(B.ir_of(tid >> Int32(6))))
+        l32 = lane & Int32(31)
+        half = lane >> Int32(5)
+        info_ptr = _global(cta_info, T.i32)
+        slot = Int32(gpu.block_idx.x) * Int32(CTA_INFO_INTS)
+        info = _sload(info_ptr, slot, 4)
+        more = _sload(info_ptr, slot + Int32(4), 4)
+        first_row, n_rows, batch, chunk_start = info[0], info[1], info[2], info[3]
+        chunk_count, last_page = more[0], more[1]
+        if chunk_count > Int32(0):
+            active = wave < n_rows
+            row = first_row + fx.min(wave, n_rows - Int32(1))
+            ls_raw = Int32(_sload(_global(local_starts, T.i32), row))
+            le_raw = Int32(_sload(_global(local_ends, T.i32), row))
+            win_lo = active.select(fx.max(ls_raw, Int32(0)), Int32(0))
+            win_hi = active.select(fx.min(le_raw, max_seq_len), Int32(0))
+            out_rsrc = B.buffer_rsrc(_global(out, T.i8), Int64(row) * Int64(stride_out) * Int64(4),
+                                     num_records=Int64(win_hi) * Int64(4))
+            out_lo = win_hi * Int32(4)                    # offset that the buffer bound drops
+
+            qa = _load_q(g, _global(q, T.i8), row, stride_q, l32, half)
+            qs = _load_q_scales(g, _global(q_scale, T.i8), row, stride_qs, l32, half)
+            w = _load_weights(g, _global(weights, T.i8), row, stride_w, half)
+
+            kv8 = _global(kv_cache, T.i8)
+            kvs8 = _global(kv_scale, T.i8)
+            bt32 = fx.add_offset(_global(block_tables, T.i32), Int64(batch) * Int64(stride_bt))
+            page_cap = fx.min(last_page, bt_width - Int32(1))
+            lds = B.lds_alloc(g.lds_bytes)
+            lane_v = half * Int32(16 * g.page_size) + l32 * Int32(16)
+            lane_s = half * Int32(g.page_size) + (l32 % Int32(g.page_size // 4)) * Int32(4)
+            shift_s = (l32 >> Int32(4)) * Int32(8) if g.page_size == 64 else None
+
+            regs = _load_chunk(g, kv8, kvs8, bt32, chunk_start, page_cap, stride_kv_page,
+                               stride_kvs_page, tid, wave)
+            for c in range(Int32(0), chunk_count, Int32(1), unroll=1):
+                gpu.barrier()                             # every wave is done reading the previous chunk
+                _stage_chunk(g, lds, regs, tid)
+                gpu.barrier()
+                tok0 = (chunk_start + c) * Int32(CHUNK_TOKENS)
+                for j in range_constexpr(npg):
+                    if j == npg - 1:                      # prefetch under the last page's MFMAs
+                        if c + Int32(1) < chunk_count:
+                            regs = _load_chunk(g, kv8, kvs8, bt32, chunk_start + c + Int32(1), page_cap,
+                                               stride_kv_page, stride_kvs_page, tid, wave)
+                        else:                             # keeps the staged registers dead after the LDS write
+                            regs = _zero_regs(g)
+                    page0 = tok0 + Int32(j * g.page_size)
+                    if (page0 < win_hi) & (page0 + Int32(g.page_size) > win_lo):
+                        sums = _page_logits(g, lds, j, qa, qs, w, lane_v, lane_s, shift_s)
+                        for pr in range_constexpr(g.tiles_per_page // 2):
+                            val = _fold_pair(sums[2 * pr], sums[2 * pr + 1], lane, half) * weight_scale
+                            tok = page0 + Int32(64 * pr) + lane
+                            B.buffer_store(val, out_rsrc, (tok >= win_lo).select(tok * Int32(4), out_lo))
+
+    @flyc.jit
+    def launch(out: fx.Pointer, q: fx.Pointer, q_scale: fx.Pointer, kv_cache: fx.Pointer,
+               kv_scale: fx.Pointer, block_tables: fx.Pointer, weights: fx.Pointer,
+               local_starts: fx.Pointer, local_ends: fx.Pointer, cta_info: fx.Pointer,
+               stride_out: Int32, stride_q: Int32, stride_qs: Int32, stride_w: Int32,
+               stride_kv_page: Int32, stride_kvs_page: Int32, stride_bt: Int32, bt_width: Int32,
+               max_seq_len: Int32, weight_scale: fx.Float32, stream: fx.Stream = fx.Stream(None)):
+        mqa_prefill(out, q, q_scale, kv_cache, kv_scale, block_tables, weights, local_starts, local_ends,
+                    cta_info, stride_out, stride_q, stride_qs, stride_w, stride_kv_page, stride_kvs_page,
+                    stride_bt, bt_width, max_seq_len, weight_scale).launch(
+            grid=(1, 1, 1), block=(THREADS, 1, 1), stream=stream)
+
+    return compile_launcher(launch, name)

@@ -1,0 +1,35 @@
+"""The prefill family: every (H, D, page size) spec is prebuilt; everything else is a runtime argument.
+
+H 16..128 step 16 x D {128, 256} x P {64, 128} = 32 specs. Budget (issue 6): for D128 H64 P64 the LDS is
+exactly the staged chunk (17,408 bytes) and at most 126 VGPRs; every spec's LDS is exactly its chunk.
+"""
+from ..registry import Budget, Family
+from . import plan
+from .geometry import Geometry
+
+BUDGET_SPEC = {"heads": 64, "head_dim": 128, "page_size": 64}
+BUDGET_MAX_VGPR = 126
+
+
+def specs() -> list:
+    return [{"heads": h, "head_dim": d, "page_size": p}
+            for h in plan.HEADS for d in plan.HEAD_DIMS for p in plan.PAGE_SIZES]
+
+
+def budget(params: dict) -> Budget:
+    lds = Geometry(params["heads"], params["head_dim"], params["page_size"]).lds_bytes
+    if params == BUDGET_SPEC:
+        return Budget(max_vgpr=BUDGET_MAX_VGPR, max_vgpr_plus_agpr=BUDGET_MAX_VGPR, exact_lds=lds)
+    return Budget(exact_lds=lds)
+
+
+FAMILY = Family(
+    name="mqa_prefill",
+    axes={"heads": plan.HEADS, "head_dim": plan.HEAD_DIMS, "page_size": plan.PAGE_SIZES},
+    specs=specs,
+    symbol=plan.symbol,
+    block=plan.block,
+    budget=budget,
+    shipped=True,
+    doc="FP4 paged MQA logits, prefill: 4 same-batch query rows per CTA share an LDS-staged KV chunk",
+)

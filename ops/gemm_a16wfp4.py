@@ -1,0 +1,72 @@
+"""Dense BF16 x MXFP4 GEMM host ops: `prepare_mxfp4_weight` once at model load, `gemm_a16wfp4` per call.
+
+Fused path (N % 256 == 0 and K % 256 == 0): the prebuilt kernels read the preshuffled packed weight
+and scales directly; nothing but the output is ever allocated, and nothing at all when `out` is given.
+Other shapes (e.g. 7168 x 4224): a BF16 copy of the weight is decoded once per weight on first use
+(logged once) and served by torch's linear; `fused_only=True` turns that into a ValueError instead.
+"""
+import logging
+
+import torch
+
+from .. import runtime
+from ..kernel_defs.gemm_a16wfp4 import layout, plan as gemm_plan
+from ..kernel_defs.gemm_a16wfp4.layout import PreparedMXFP4Weight
+from ..kernel_defs.gemm_a16wfp4.reference import decode_weight
+from ..kernel_defs.validate import E8M0, FP4X2, check_same_device, check_tensor
+
+log = logging.getLogger(__name__)
+
+
+def _as_uint8(t):
+    return t if t.dtype == torch.uint8 else t.view(torch.uint8)
+
+
+def prepare_mxfp4_weight(w_packed, scales) -> PreparedMXFP4Weight:
+    """w_packed [N, K/2] (uint8 or float4_e2m1fn_x2), scales [N, K/32] (uint8 or float8_e8m0fnu),
+    natural layout (element 2i in the low nibble, one E8M0 per 32 consecutive K). Run once per weight."""
+    dims = {}
+    check_tensor("w_packed", w_packed, dtype=FP4X2, shape=("N", "K2"), dims=dims)
+    n, k = dims["N"], dims["K2"] * 2
+    check_tensor("scales", scales, dtype=E8M0, ndim=2)
+    if k % 32 or tuple(scales.shape) != (n, k // 32):
+        raise ValueError(f"scales: shape {tuple(scales.shape)} does not match w_packed {tuple(w_packed.shape)} "
+                         f"(expected [{n}, {k // 32}] with K % 32 == 0)")
+    check_same_device(w_packed=w_packed, scales=scales)
+    w, s = _as_uint8(w_packed), _as_uint8(scales)
+    if not gemm_plan.fused_supported(n, k):
+        return PreparedMXFP4Weight(w, s, n, k, fused=False)
+    return PreparedMXFP4Weight(layout.shuffle_weight(w), layout.shuffle_scales(s), n, k, fused=True)
+
+
+def _fallback_weight(weight: PreparedMXFP4Weight) -> torch.Tensor:
+    if weight.bf16_cache is None:
+        log.warning("gemm_a16wfp4: N=%d, K=%d is not a multiple of %d; using a cached BF16 copy of this "
+                    "weight (%d bytes) with torch linear", weight.n, weight.k, gemm_plan.FUSED_ALIGN,
+                    weight.n * weight.k * 2)
+        weight.bf16_cache = decode_weight(weight.weight, weight.scales)
+    return weight.bf16_cache
+
+
+def gemm_a16wfp4(x, weight: PreparedMXFP4Weight, out=None, *, fused_only: bool = False):
+    """out[M, N] (bf16) = x[M, K] (bf16, row stride allowed) @ W^T, W the MXFP4 weight decoded to bf16,
+    accumulated in fp32. Returns `out` (allocated when None)."""
+    if not isinstance(weight, PreparedMXFP4Weight):
+        raise TypeError(f"weight: expected the result of prepare_mxfp4_weight, got {type(weight).__name__}")
+    if not weight.fused:
+        if fused_only:
+            raise ValueError(f"weight: N={weight.n}, K={weight.k} has no fused kernel (needs multiples of "
+                             f"{gemm_plan.FUSED_ALIGN}) and fused_only=True")
+        gemm_plan.check_x(x, weight.k)
+        w = _fallback_weight(weight)
+        if out is None:
+            return torch.nn.functional.linear(x, w)
+        gemm_plan.check_out(out, x.shape[0], weight.n, x)
+        return torch.mm(x, w.t(), out=out)
+    m = gemm_plan.check_x(x, weight.k)
+    if out is None:
+        out = torch.empty((m, weight.n), dtype=torch.bfloat16, device=x.device)
+    if m == 0:
+        return out
+    runtime.launch(gemm_plan.plan(x, weight, out))
+    return out

@@ -1,0 +1,225 @@
+"""`python -m flyaot`: env, list, verify, selftest, bench, clear-cache."""
+import argparse
+import json
+import logging
+import os
+import platform
+import sys
+
+
+def _versions() -> dict:
+    from importlib.metadata import PackageNotFoundError, version
+
+    from .. import __version__
+    out = {"flyaot": __version__, "python": platform.python_version()}
+    for dist in ("torch", "flydsl", "triton"):
+        try:
+            out[dist] = version(dist)     # metadata only: never imports flydsl
+        except PackageNotFoundError:
+            out[dist] = None
+    return out
+
+
+def _device_info() -> dict:
+    import torch
+
+    from . import drivers
+    if not torch.cuda.is_available():
+        return {"driver": "emu", "device": "cpu (gfx950 emulator)", "target": "gfx950"}
+    name = drivers.name_for(0, os.environ.get("FLYAOT_DEVICE", ""))
+    info = {"driver": name, "device": torch.cuda.get_device_name(0), "count": torch.cuda.device_count()}
+    try:
+        info["target"] = drivers.get(name).target(0)
+    except Exception as e:       # report, do not die: env is the command people run when things are broken
+        info["target"] = f"unknown ({e})"
+    return info
+
+
+def _open_stores(config) -> list:
+    """[(kind, root, Store or None, error or None)] for every configured store."""
+    from .stores import Store
+    rows = []
+    for kind, root, missing_ok in ([("package", config.package_store, True)]
+                                   + [("extra", p, False) for p in config.extra_stores]
+                                   + [("cache", config.cache_dir, True)]):
+        try:
+            rows.append((kind, root, Store.open(root, kind, missing_ok=missing_ok), None))
+        except Exception as e:
+            rows.append((kind, root, None, str(e)))
+    return rows
+
+
+def cmd_env(a, config) -> int:
+    from . import config as cfg
+    from .launchers import c_launcher_status
+    env = {
+        "versions": _versions(),
+        "device": _device_info(),
+        "c_launcher": c_launcher_status(),
+        "stores": [{"kind": k, "path": str(r), "target": s.target if s else None,
+                    "specs": len(s.by_key) if s else None, "error": err}
+                   for k, r, s, err in _open_stores(config)],
+        "env": {v: os.environ.get(v) for v in cfg.ENV_VARS},
+    }
+    if a.json:
+        print(json.dumps(env, indent=1))
+        return 0
+    for section, body in env.items():
+        if isinstance(body, list):
+            print(f"{section}:")
+            for row in body:
+                state = (f"REFUSED: {row['error']}" if row["error"]
+                         else f"{row['specs']} specs, target {row['target'] or '-'}")
+                print(f"  {row['kind']:8} {row['path']}  ({state})")
+        elif isinstance(body, dict):
+            print(f"{section}:")
+            for k, v in body.items():
+                print(f"  {k:22} {v if v is not None else '-'}")
+        else:
+            print(f"{section}: {body}")
+    return 0
+
+
+def cmd_list(a, config) -> int:
+    rows = []
+    where = dict(w.split("=", 1) for w in a.where or [])
+    for kind, root, store, err in _open_stores(config):
+        if err:
+            print(f"warning: {kind} store {root} refused: {err}", file=sys.stderr)
+            continue
+        if a.store and kind != a.store:
+            continue
+        for key, (sid, e) in sorted(store.by_key.items()):
+            if a.family and e["family"] not in a.family:
+                continue
+            if any(str(e["params"].get(k)).lower() != v.lower() for k, v in where.items()):
+                continue
+            r = e["resources"]
+            rows.append({"key": key, "id": sid, "store": kind, "size": e["size"], "vgpr": r.get("vgpr"),
+                         "agpr": r.get("agpr"), "sgpr": r.get("sgpr"), "lds": r.get("lds")})
+    if a.json:
+        print(json.dumps(rows, indent=1))
+    else:
+        for r in rows:
+            print(f"{r['key']:60} {r['store']:8} {r['id']} {r['size']:7} B  vgpr {r['vgpr']} agpr {r['agpr']} "
+                  f"sgpr {r['sgpr']} lds {r['lds']}")
+        print(f"{len(rows)} specs")
+    return 0
+
+
+def cmd_verify(a, config) -> int:
+    """Hash and cross-check every artifact; with a GPU of the store's target, also load each one."""
+    from ..formats import codeobject
+    from ..formats.elf import EM_AMDGPU, Elf
+    from . import drivers
+    from .packing import ArgLayout
+    gpu_driver = None
+    if not a.no_load:
+        import torch
+        if torch.cuda.is_available():
+            gpu_driver = drivers.get(drivers.name_for(0, ""))
+    problems = checked = loaded = 0
+    for kind, root, store, err in _open_stores(config):
+        if err:
+            print(f"FAIL {kind} store {root}: {err}")
+            problems += 1
+            continue
+        can_load = gpu_driver is not None and gpu_driver.target(0) == store.target
+        for key, (sid, e) in sorted(store.by_key.items()):
+            try:
+                data = store.read(sid, e)
+                layout = ArgLayout.from_entry(e, f"{store.label}: {key}")
+                if Elf(data).machine == EM_AMDGPU:
+                    layout.cross_check(codeobject.parse(data).kernel(e["symbol"]), e, f"{store.label}: {key}")
+                if can_load:
+                    module = gpu_driver.load_module(data, 0)
+                    try:
+                        fn = gpu_driver.get_function(module, e["symbol"])
+                        params = gpu_driver.param_layout(fn)
+                        if params is not None:
+                            layout.cross_check_params(params, key)
+                    finally:
+                        gpu_driver.unload(module)
+                    loaded += 1
+                checked += 1
+            except Exception as ex:
+                print(f"FAIL {key} ({kind} store {root}): {ex}")
+                problems += 1
+    how = f", {loaded} loaded on {gpu_driver.name} device 0" if gpu_driver else " (no GPU load)"
+    print(f"verified {checked} code objects{how}; {problems} problems")
+    return 1 if problems else 0
+
+
+def _default_device() -> str:
+    import torch
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def cmd_selftest(a, config) -> int:
+    from . import hooks
+    device = a.device or _default_device()
+    rows = hooks.run("selftest", device, a.family)
+    for family, case, ok, detail in rows:
+        print(f"{'PASS' if ok else 'FAIL'} {family} {case}" + (f": {detail}" if detail else ""))
+    failed = sum(1 for r in rows if not r[2])
+    print(f"{len(rows) - failed} passed, {failed} failed on {device}" + ("" if rows else " (no family has a selftest)"))
+    return 1 if failed or not rows else 0
+
+
+def cmd_bench(a, config) -> int:
+    from . import hooks
+    device = a.device or _default_device()
+    rows = hooks.run("bench", device, a.family)
+    for family, case, us, detail in rows:
+        shown = f"{us:10.2f} us" if isinstance(us, (int, float)) and not isinstance(us, bool) else "    FAILED"
+        print(f"{family:16} {case:40} {shown}  {detail}")
+    return 0 if rows and all(not isinstance(r[2], bool) for r in rows) else 1
+
+
+def cmd_clear_cache(a, config) -> int:
+    from ..formats.manifest import MANIFEST_NAME
+    from . import locks
+    root = config.cache_dir
+    if not root.exists():
+        print(f"{root}: nothing to clear")
+        return 0
+    removed = 0
+    # Under the manifest lock, so no JIT publish interleaves; lock files stay (see locks.py).
+    lock = str(root / "locks" / "manifest.lock")
+    with locks.exclusive(lock, timeout=config.jit_timeout, what="updating the manifest"):
+        for path in [root / MANIFEST_NAME, *root.glob("*/*.co"), *root.glob("*/.*.tmp"), *root.glob(".*.tmp")]:
+            if path.is_file():
+                path.unlink()
+                removed += 1
+    print(f"{root}: removed {removed} files")
+    return 0
+
+
+def main(argv=None) -> int:
+    logging.basicConfig(level=os.environ.get("FLYAOT_LOG_LEVEL", "WARNING").upper(),
+                        format="%(levelname)s %(name)s: %(message)s")
+    p = argparse.ArgumentParser(prog="python -m flyaot", description="flyaot runtime tools")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    e = sub.add_parser("env", help="versions, device, target, stores, environment")
+    e.add_argument("--json", action="store_true")
+    e.set_defaults(fn=cmd_env)
+    ls = sub.add_parser("list", help="specs in the stores")
+    ls.add_argument("--family", action="append")
+    ls.add_argument("--store", choices=("package", "extra", "cache"))
+    ls.add_argument("--where", action="append", metavar="PARAM=VALUE", help="filter on a parameter (repeatable)")
+    ls.add_argument("--json", action="store_true")
+    ls.set_defaults(fn=cmd_list)
+    v = sub.add_parser("verify", help="hash and cross-check every code object (and load it, with a GPU)")
+    v.add_argument("--no-load", action="store_true", help="do not load code objects on the GPU")
+    v.set_defaults(fn=cmd_verify)
+    for name, fn, what in (("selftest", cmd_selftest, "each family against its torch reference"),
+                           ("bench", cmd_bench, "each family's benchmark")):
+        s = sub.add_parser(name, help=what)
+        s.add_argument("--family", action="append")
+        s.add_argument("--device", help="cuda or cpu (the emulator); default: cuda if available")
+        s.set_defaults(fn=fn)
+    c = sub.add_parser("clear-cache", help="delete the user cache's code objects and manifest")
+    c.set_defaults(fn=cmd_clear_cache)
+    a = p.parse_args(argv)
+    from .config import Config
+    return a.fn(a, Config.from_env())

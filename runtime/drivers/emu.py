@@ -1,0 +1,57 @@
+"""The emu driver: the runtime's view of the gfx950 emulator (flyaot.runtime.emu.driver).
+
+Launches pack the kernarg segment exactly as the hardware would read it and hand the emulator the
+CPU tensors whose memory the kernel may touch. Stream handles are meaningless here and ignored.
+"""
+TARGET = "gfx950"
+
+
+class EmuDriver:
+    name = "emu"
+
+    def __init__(self):
+        from ..emu.driver import EmuDriver as Emulator
+        self._emu = Emulator()
+
+    def target(self, device: int) -> str:
+        return TARGET
+
+    def load_module(self, data: bytes, device: int):
+        return self._emu.load_module(data)
+
+    def get_function(self, module, symbol: str):
+        return self._emu.get_function(module, symbol)
+
+    def unload(self, module) -> None:
+        self._emu.unload(module)
+
+    def param_layout(self, function):
+        return None
+
+    def make_launcher(self, function, layout, device: int, prefer_c: bool):
+        return EmuLauncher(self._emu, function, layout)
+
+    def recover(self, rc: int, device: int, relaunch) -> int:
+        return rc
+
+
+class EmuLauncher:
+    """Runs a launch to completion on the CPU; `last_counters` holds the emulator's counters."""
+
+    def __init__(self, emu, function, layout):
+        self._emu, self._function, self._layout = emu, function, layout
+        self.last_counters = None
+
+    def __call__(self, grid, block, args, stream):
+        layout = self._layout
+        if tuple(block) != layout.block:
+            raise ValueError(f"{layout.symbol} was built for block {layout.block}, got {tuple(block)}")
+        kernarg = layout.pack(args)
+        buffers = []
+        for name, v in args.items():
+            if hasattr(v, "data_ptr"):
+                if v.device.type != "cpu":
+                    raise ValueError(f"kernel argument {name!r}: the emulator runs on CPU tensors, got {v.device}")
+                buffers.append(v)
+        self.last_counters = self._emu.launch(self._function, tuple(grid), layout.block, kernarg, buffers)
+        return 0

@@ -1,0 +1,85 @@
+"""The `emu` driver: load code objects and launch their kernels on the CPU emulator.
+
+Same shape as the hip/cuda drivers: load_module(bytes) -> module, get_function(module, name),
+launch(function, grid, block, kernarg, buffers) -> counters, unload(module). `grid` counts
+workgroups per dimension; `buffers` are the CPU tensors the kernel may touch (their storage is
+the global address space, so kernarg pointers are plain tensor.data_ptr() values).
+"""
+import logging
+import struct
+from dataclasses import dataclass
+
+from flyaot.formats import codeobject
+
+from .counters import Counters
+from .machine import Launch, Prepared
+from .memory import Memory
+from .program import Program
+
+log = logging.getLogger("flyaot.emu")
+
+# Hidden (implicit) kernel arguments that follow from the launch geometry, code object v5.
+_HIDDEN = {"hidden_block_count_x": (0, "I"), "hidden_block_count_y": (1, "I"),
+           "hidden_block_count_z": (2, "I"), "hidden_group_size_x": (0, "H"),
+           "hidden_group_size_y": (1, "H"), "hidden_group_size_z": (2, "H"),
+           "hidden_remainder_x": (0, "H"), "hidden_remainder_y": (1, "H"),
+           "hidden_remainder_z": (2, "H"), "hidden_grid_dims": (0, "H")}
+
+
+@dataclass
+class EmuModule:
+    code_object: bytes
+    info: codeobject.CodeObject
+
+
+@dataclass
+class EmuFunction:
+    name: str
+    prepared: Prepared
+    kernel: codeobject.KernelInfo
+
+
+class EmuDriver:
+    name = "emu"
+
+    def load_module(self, code_object: bytes) -> EmuModule:
+        data = bytes(code_object)
+        info = codeobject.parse(data)
+        if info.target.split(":")[0].rsplit("-", 1)[-1] != "gfx950" and "gfx950" not in info.target:
+            log.warning("emulating a %s code object with gfx950 semantics", info.target)
+        return EmuModule(data, info)
+
+    def get_function(self, module: EmuModule, name: str) -> EmuFunction:
+        prog = Program.from_code_object(module.code_object, name)
+        return EmuFunction(name, Prepared(prog), module.info.kernel(name))
+
+    def launch(self, function: EmuFunction, grid, block, kernarg: bytes, buffers=(),
+               lds_bytes: int = 0) -> Counters:
+        mem = Memory()
+        for t in buffers:
+            mem.register_tensor(t)
+        kernarg = _with_hidden_args(function.kernel, bytes(kernarg), grid, block)
+        return Launch(function.prepared, grid, block, kernarg, mem, lds_bytes).run()
+
+    def unload(self, module: EmuModule) -> None:
+        module.info = None
+
+
+def _with_hidden_args(kernel, kernarg: bytes, grid, block) -> bytes:
+    """Fill the geometry-derived hidden arguments the metadata declares (v5 implicit args)."""
+    buf = bytearray(kernarg.ljust(kernel.kernarg_size, b"\0"))
+    for a in kernel.args:
+        spec = _HIDDEN.get(a.value_kind)
+        if spec is None:
+            continue
+        d, fmt = spec
+        if a.value_kind == "hidden_block_count_" + "xyz"[d]:
+            v = int(grid[d])
+        elif a.value_kind == "hidden_grid_dims":
+            v = 3 if grid[2] * block[2] > 1 else 2 if grid[1] * block[1] > 1 else 1
+        elif a.value_kind.startswith("hidden_remainder"):
+            v = 0                        # grids are whole workgroups here
+        else:
+            v = int(block[d])
+        struct.pack_into("<" + fmt, buf, a.offset, v)
+    return bytes(buf)

@@ -1,0 +1,198 @@
+"""Execution engine: runs a decoded Program over a grid of workgroups.
+
+Waves of one workgroup share an LDS array and run one after another: each runs until it reaches
+s_barrier or s_endpgm, and when every live wave waits at the barrier they are all released. Not
+timing accurate (s_waitcnt and s_nop do nothing), which is sound for the data-race-free code our
+compiler emits: every cross-wave dependence goes through a barrier.
+
+Initial state follows LLVM AMDGPUUsage "Initial Kernel Execution State" via program.LaunchFacts:
+user SGPRs (dispatch ptr, kernarg segment ptr, ... , preloaded kernarg dwords), then system SGPRs
+(workgroup ids, workgroup info, wave offset), v0 = packed work-item ids (x 9:0, y 19:10, z 29:20)
+on gfx90a+, EXEC = the lanes that hold a work-item.
+"""
+import logging
+import struct
+
+import numpy as np
+
+from .counters import CLASSES, Counters, classify
+from .memory import Memory
+from .semantics import HANDLERS
+from .semantics.salu_ops import WaveYield
+from .wave import EmuError, LANES, Wave
+
+log = logging.getLogger("flyaot.emu")
+
+
+def _unimplemented(w, ins):
+    raise EmuError(f"unimplemented instruction {ins.op!r} ({ins.enc})")
+
+
+class Prepared:
+    """Per-program tables built once: handler, fall-through address and class per instruction."""
+
+    def __init__(self, program):
+        self.program = program
+        self.instrs = list(program.instrs)
+        self.handlers = [HANDLERS.get(i.op, _unimplemented) for i in self.instrs]
+        self.next_pc = [i.addr + i.size for i in self.instrs]
+        self.index = {i.addr: k for k, i in enumerate(self.instrs)}
+        self.cls = [CLASSES.index(classify(i.enc, i.op)) for i in self.instrs]
+
+    def unimplemented(self) -> set:
+        return {i.op for i in self.instrs if i.op not in HANDLERS}
+
+
+def run_wave(prep: Prepared, w: Wave, counts: list) -> None:
+    """Run `w` until s_endpgm or s_barrier (WaveYield); w.pc then holds the resume address."""
+    instrs, handlers, nxt, index = prep.instrs, prep.handlers, prep.next_pc, prep.index
+    try:
+        i = index[w.pc]
+    except KeyError:
+        raise EmuError(f"{prep.program.name}: jump to 0x{w.pc:x}, not an instruction start") from None
+    ins = None
+    try:
+        while True:
+            ins = instrs[i]
+            n = nxt[i]
+            w.pc = n
+            counts[i] += 1
+            handlers[i](w, ins)
+            if w.pc == n:
+                i += 1
+            else:
+                i = index[w.pc]
+    except WaveYield:
+        return
+    except IndexError as e:
+        if i >= len(instrs):
+            raise EmuError(f"{prep.program.name}: execution ran past the end of the kernel") from e
+        raise _located(prep, ins, e) from e
+    except KeyError as e:
+        if ins is not None and w.pc not in index:
+            raise EmuError(f"{prep.program.name}: branch from 0x{ins.addr:x} to 0x{w.pc:x}, not an "
+                           f"instruction start") from e
+        raise _located(prep, ins, e) from e
+    except Exception as e:              # any failure names the instruction that raised it
+        raise _located(prep, ins, e) from e
+
+
+def _located(prep, ins, e):
+    where = f"0x{ins.addr:x} {ins.text or ins.op}" if ins is not None else "?"
+    return EmuError(f"{prep.program.name} @ {where}: {type(e).__name__}: {e}")
+
+
+class Launch:
+    """State of one kernel launch: memory, kernarg/dispatch packet, counters."""
+
+    def __init__(self, prep: Prepared, grid, block, kernarg: bytes, mem: Memory, lds_bytes: int = 0):
+        facts = prep.program.facts
+        self.prep, self.facts, self.mem = prep, facts, mem
+        self.grid, self.block = tuple(int(g) for g in grid), tuple(int(b) for b in block)
+        if facts.wavefront_size != 64:
+            raise EmuError("only wave64 kernels are supported")
+        if facts.scratch_size:
+            log.warning("%s uses %d bytes of scratch per lane; scratch is not emulated",
+                        prep.program.name, facts.scratch_size)
+        ka = np.zeros(max(len(kernarg), facts.kernarg_size, 8) + 256, dtype=np.uint8)
+        ka[:len(kernarg)] = np.frombuffer(kernarg, dtype=np.uint8)
+        self.kernarg = ka
+        self.kernarg_addr = mem.register_array(ka)
+        self.dispatch_addr = mem.register_array(self._dispatch_packet())
+        self.lds_size = facts.lds_size + int(lds_bytes)
+        self.counters = Counters()
+        self.counts = [0] * len(prep.instrs)
+        threads = self.block[0] * self.block[1] * self.block[2]
+        self.nwaves = -(-threads // LANES)
+        self._waves = [Wave(mem=mem, agpr_base=facts.accum_offset, counters=self.counters,
+                            wave_id=k) for k in range(self.nwaves)]
+        self._tid = self._workitem_ids(threads)
+
+    def _dispatch_packet(self) -> np.ndarray:
+        """An AQL kernel dispatch packet as the hardware queue would hold it."""
+        pkt = bytearray(64)
+        dims = 3 if self.grid[2] > 1 or self.block[2] > 1 else 2 if self.grid[1] > 1 or self.block[1] > 1 else 1
+        struct.pack_into("<HHHHH", pkt, 0, 0, dims, *self.block)
+        struct.pack_into("<III", pkt, 12, *(g * b for g, b in zip(self.grid, self.block)))
+        struct.pack_into("<II", pkt, 24, self.facts.scratch_size, self.facts.lds_size)
+        return np.frombuffer(bytes(pkt), dtype=np.uint8).copy()
+
+    def _workitem_ids(self, threads):
+        """Per wave: (v0 init uint32[64] or list of 3 for unpacked targets, EXEC bool[64])."""
+        bx, by, _ = self.block
+        t = np.arange(self.nwaves * LANES)
+        x, y, z = t % bx, (t // bx) % by, t // (bx * by)
+        out = []
+        for k in range(self.nwaves):
+            s = slice(k * LANES, (k + 1) * LANES)
+            valid = t[s] < threads
+            if self.facts.packed_workitem_ids:
+                v = [(x[s] | (y[s] << 10) | (z[s] << 20)).astype(np.uint32)]
+            else:
+                v = [a[s].astype(np.uint32) for a in (x, y, z)]
+            out.append((v, valid))
+        return out
+
+    def _init_wave(self, w: Wave, wg_id, lds):
+        f = self.facts
+        w.sgpr[:] = 0
+        w.vgpr[:] = 0
+        w.vcc[:] = False
+        w.scc = 0
+        w.m0 = 0
+        w.done = False
+        w.at_barrier = False
+        w.lds = lds
+        w.pc = self.prep.program.entry
+
+        def put64(i, v):
+            if i >= 0:
+                w.sgpr[i] = v & 0xFFFFFFFF
+                w.sgpr[i + 1] = v >> 32
+        put64(f.sgpr_dispatch_ptr, self.dispatch_addr)
+        put64(f.sgpr_kernarg_segment_ptr, self.kernarg_addr)
+        if f.sgpr_kernarg_preload >= 0:
+            o = f.kernarg_preload_offset
+            dw = self.kernarg[o:o + 4 * f.kernarg_preload_dwords].view(np.uint32)
+            w.sgpr[f.sgpr_kernarg_preload:f.sgpr_kernarg_preload + dw.size] = dw
+        for i, g in zip(f.sgpr_workgroup_id, wg_id):
+            if i >= 0:
+                w.sgpr[i] = g
+        if f.sgpr_workgroup_info >= 0:
+            w.sgpr[f.sgpr_workgroup_info] = 0
+        vinit, valid = self._tid[w.wave_id]
+        dims = f.workitem_id_dims if not f.packed_workitem_ids else 1
+        for r in range(min(len(vinit), max(dims, 1))):
+            w.vgpr[r] = vinit[r]
+        w.exec = valid.copy()
+
+    def run_workgroup(self, wg_id) -> None:
+        lds = np.zeros(self.lds_size, dtype=np.uint8)
+        waves = self._waves
+        for w in waves:
+            self._init_wave(w, wg_id, lds)
+        prep, counts = self.prep, self.counts
+        while True:
+            for w in waves:
+                if not w.done and not w.at_barrier:
+                    run_wave(prep, w, counts)
+            alive = [w for w in waves if not w.done]
+            if not alive:
+                break
+            for w in alive:          # every live wave now waits at s_barrier: release them all
+                w.at_barrier = False
+        self.counters.workgroups += 1
+        self.counters.waves += len(waves)
+
+    def run(self) -> Counters:
+        gx, gy, gz = self.grid
+        with np.errstate(all="ignore"):
+            for z in range(gz):
+                for y in range(gy):
+                    for x in range(gx):
+                        self.run_workgroup((x, y, z))
+        for k, c in enumerate(self.counts):
+            if c:
+                name = CLASSES[self.prep.cls[k]]
+                setattr(self.counters, name, getattr(self.counters, name) + c)
+        return self.counters

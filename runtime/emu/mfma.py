@@ -1,0 +1,196 @@
+"""MFMA arithmetic and operand lane layouts of gfx950, as pure functions of register arrays.
+
+Registers are uint32 arrays [dwords, 64] (row = register of the tuple, column = lane), the
+shape `Wave.read` returns. Results come back in the same shape.
+
+Layouts (M = N = 16 or 32; g = lane // M is the lane group, r = lane % M):
+- A (M x K): lane holds row r; B (K x N): lane holds column r. Same rule for both operands.
+- bf16/f16 (v_mfma_f32_{16x16x32,32x32x16,16x16x16,32x32x8}_{bf16,f16}): the lane's
+  KL = K*M/64 elements are K = KL*g + j, j = 0..KL-1; element j is half j%2 (low half first)
+  of dword j//2. [CDNA3 ISA 7.1.4.2 as gem5's vega MFMA implements it; salykova/AMD blog
+  examples for 16x16x16 f16 and 32x32x8; triton's mfma dot-operand layout (kWidth = KL).]
+- f8f6f4 (v_mfma[_scale]_f32_16x16x128_f8f6f4, _32x32x64_): 32 elements per lane, stored
+  as 8 dwords (FP8/BF8, one byte each), 6 dwords (FP6/BF6, 6-bit fields, element i at bits
+  [6i, 6i+6)) or 4 dwords (FP4, element 2i in the low nibble of byte i).
+    FP4:           K = 32*g + e                                (e = element 0..31)
+    FP8/BF8, FP6:  K = (e // 16) * K/2 + 16*g + e % 16
+  FP4 and the 32x32x64 FP8 case follow AMD's "Matrix Core Programming on CDNA3 and CDNA4"
+  (salykova.github.io) and aiter op_tests/opus/device/test_mxfp.cu; the 16x16x128 FP8 case
+  follows triton's scaled-MFMA operand layout (kWidth 16) and the A-fragment layout of an
+  aiter/opus MXFP8 flatmm run with per-32 scales (make_layout_ra_mxsk: [2][lane quarter][16]).
+  aiter's opus test loads 16x16x128 FP8 as K = 32*(e//8) + 8*g + e%8 instead, but with one
+  uniform scale, where any K order shared by A and B gives the same result.
+  FP6 is taken to pack like FP8 (triton's comment "for mxfp6/mxfp8 there are 2
+  16-consecutive elements blocks"); no hardware-tested source was found for FP6.
+- cbsz/abid/blgp of the bf16/f16 forms broadcast A / permute B lanes (broadcast_lanes); on
+  the f8f6f4 forms cbsz/blgp select the operand formats instead.
+- Scales: one E8M0 byte per lane and operand. The scale of A's (row r, K-block kb) is held by
+  lane r + M*kb (kb = K // 32: 4 blocks for 16x16x128, 2 for 32x32x64); B likewise with the
+  column. [triton chooseScaledMfmaScaleLayout; salykova figure 9.]
+- C/D: 16x16: element i of lane l is (row 4*(l//16) + i, col l%16);
+       32x32: element i of lane l is (row 8*(i//4) + 4*(l//32) + i%4, col l%32).
+
+Arithmetic: the products and sums are done in float64 and D = C + sum_k A*B is rounded once to
+f32; scales multiply each 32-element block. With narrow-format inputs this is exact unless the
+terms span more than 2^53 (hardware accumulates with its own internal precision and order, so
+only exactly representable sums compare bit-for-bit). MFMA ignores EXEC (all 64 lanes take
+part and are written), as gem5's implementation does.
+"""
+from functools import lru_cache
+
+import numpy as np
+
+from .numerics import F8F6F4, FP4, FP6, BF6, MiniFloat, bf16_to_f32, dwords_to_bytes, \
+    e8m0_to_f64, fp4_unpack, fp6_unpack, f16_to_f32
+
+LANES = 64
+LANE = np.arange(LANES)
+
+
+@lru_cache(maxsize=None)
+def acc_index(m: int) -> np.ndarray:
+    """Flat index row*m + col of every accumulator element, [m*m/64, 64]."""
+    d = m * m // LANES
+    i = np.arange(d)[:, None]
+    if m == 16:
+        row = 4 * (LANE // 16)[None, :] + i
+    elif m == 32:
+        row = 8 * (i // 4) + 4 * (LANE // 32)[None, :] + i % 4
+    else:
+        raise ValueError(f"no accumulator layout for M={m}")
+    return row * m + (LANE % m)[None, :]
+
+
+@lru_cache(maxsize=None)
+def dense_gather(m: int, k: int) -> np.ndarray:
+    """For an A (m x k, row-major) of a bf16/f16 MFMA: index into the lane-element array
+    [64, KL] (lane-major, flattened) of every matrix element. B uses the same index for
+    its transpose (n x k)."""
+    kl = k * m // LANES
+    lane = LANE[:, None]
+    j = np.arange(kl)[None, :]
+    flat = (lane % m) * k + kl * (lane // m) + j        # matrix position of (lane, j)
+    inv = np.empty(m * k, dtype=np.intp)
+    inv[flat.ravel()] = np.arange(LANES * kl)
+    return inv
+
+
+@lru_cache(maxsize=None)
+def f8f6f4_gather(m: int, fmt_name: str) -> np.ndarray:
+    """Like dense_gather for the f8f6f4 operands: [m*k] indices into the [64, 32] elements."""
+    k = 128 if m == 16 else 64
+    lane = LANE[:, None]
+    e = np.arange(32)[None, :]
+    g = lane // m
+    if fmt_name == FP4.name:
+        kk = 32 * g + e
+    else:
+        kk = (e // 16) * (k // 2) + 16 * g + e % 16
+    flat = (lane % m) * k + kk
+    inv = np.empty(m * k, dtype=np.intp)
+    inv[flat.ravel()] = np.arange(LANES * 32)
+    return inv
+
+
+def operand_dwords(fmt: MiniFloat) -> int:
+    """Registers one f8f6f4 operand occupies for its format."""
+    return 4 if fmt is FP4 else 6 if fmt in (FP6, BF6) else 8
+
+
+def _halves(regs: np.ndarray) -> np.ndarray:
+    """uint32 [d, 64] -> uint16 [64, 2d]: each lane's 16-bit elements, low half first."""
+    return np.ascontiguousarray(regs.T).view(np.uint16).reshape(LANES, -1)
+
+
+def _acc_in(c_regs: np.ndarray, m: int) -> np.ndarray:
+    c = np.empty(m * m, dtype=np.float64)
+    c[acc_index(m).ravel()] = np.ascontiguousarray(c_regs, dtype=np.uint32).view(np.float32).ravel()
+    return c.reshape(m, m)
+
+
+def _acc_out(d: np.ndarray, m: int) -> np.ndarray:
+    return np.take(d.astype(np.float32), acc_index(m)).view(np.uint32)
+
+
+@lru_cache(maxsize=None)
+def broadcast_lanes(cbsz: int, abid: int, blgp: int):
+    """Source lane of every lane for A (cbsz/abid) and B (blgp) of the non-f8f6f4 MFMAs.
+
+    cbsz/abid: lane block `abid` of size 64 >> cbsz is broadcast to all blocks of A.
+    blgp (B lane group pattern): 0 identity, 1/2 broadcast lanes 0-31 / 32-63 to both halves,
+    3 rotate by 16 (lane l reads l+16), 4..7 broadcast lane group 0..3 (16 lanes) to all.
+    [CDNA3 ISA MFMA broadcast fields (table 29), as AMD's rocjitsu emulator implements them.]
+    """
+    if cbsz > 6 or abid >= (1 << cbsz) or blgp > 7:
+        raise NotImplementedError(f"MFMA broadcast cbsz:{cbsz} abid:{abid} blgp:{blgp} is not defined")
+    size = LANES >> cbsz
+    a = LANE % size + size * abid
+    if blgp == 0:
+        b = LANE
+    elif blgp in (1, 2):
+        b = LANE % 32 + 32 * (blgp - 1)
+    elif blgp == 3:
+        b = (LANE + 16) % LANES
+    else:
+        b = LANE % 16 + 16 * (blgp - 4)
+    return a, b
+
+
+def mfma_dense(a_regs, b_regs, c_regs, m: int, k: int, elem: str,
+               cbsz: int = 0, abid: int = 0, blgp: int = 0) -> np.ndarray:
+    """D = C + A @ B for v_mfma_f32_{m}x{m}x{k}_{elem}, elem 'bf16' or 'f16'."""
+    decode = bf16_to_f32 if elem == "bf16" else f16_to_f32
+    kl = k * m // LANES
+    if cbsz or blgp:
+        lane_a, lane_b = broadcast_lanes(cbsz, abid, blgp)
+        a_regs, b_regs = a_regs[:, lane_a], b_regs[:, lane_b]
+    inv = dense_gather(m, k)
+    a = np.take(decode(_halves(a_regs[:kl // 2])), inv).reshape(m, k).astype(np.float64)
+    bt = np.take(decode(_halves(b_regs[:kl // 2])), inv).reshape(m, k).astype(np.float64)
+    return _acc_out(_acc_in(c_regs, m) + a @ bt.T, m)
+
+
+# value of the low and the high FP4 nibble of every byte
+_FP4_PAIRS = FP4.decode64(fp4_unpack(np.arange(256, dtype=np.uint8)[:, None]))
+
+
+def _f8f6f4_values(regs, m: int, fmt: MiniFloat) -> np.ndarray:
+    """Operand registers -> the (m x K) matrix of values (row = A row / B column)."""
+    byts = dwords_to_bytes(regs[:operand_dwords(fmt)])
+    if fmt is FP4:
+        vals = np.take(_FP4_PAIRS, byts, axis=0)
+    elif fmt in (FP6, BF6):
+        vals = fmt.decode64(fp6_unpack(byts))
+    else:
+        vals = fmt.decode64(byts)
+    k = 128 if m == 16 else 64
+    return np.take(vals, f8f6f4_gather(m, fmt.name)).reshape(m, k)
+
+
+def scale_bytes(scale_reg: np.ndarray, byte: int) -> np.ndarray:
+    """Per-lane E8M0 scale: byte `byte` (0..3, from op_sel/op_sel_hi) of a uint32 [64] register."""
+    return (np.asarray(scale_reg, dtype=np.uint32) >> np.uint32(8 * byte)) & np.uint32(0xFF)
+
+
+def mfma_f8f6f4(a_regs, b_regs, c_regs, m: int, cbsz: int, blgp: int,
+                scale_a=None, scale_b=None) -> np.ndarray:
+    """D = C + (A * scaleA) @ (B * scaleB) for v_mfma[_scale]_f32_{16x16x128,32x32x64}_f8f6f4.
+
+    cbsz / blgp select A / B's format (0 FP8 E4M3, 1 BF8 E5M2, 2 FP6 E2M3, 3 BF6 E3M2, 4 FP4).
+    scale_a / scale_b: the per-lane E8M0 bytes [64] already selected by op_sel, or None for
+    the unscaled instruction (scale 1.0).
+    """
+    try:
+        fa, fb = F8F6F4[cbsz], F8F6F4[blgp]
+    except KeyError:
+        raise NotImplementedError(f"f8f6f4 MFMA format cbsz:{cbsz} blgp:{blgp} is not defined")
+    a = _f8f6f4_values(a_regs, m, fa)
+    bt = _f8f6f4_values(b_regs, m, fb)
+    nb = a.shape[1] // 32
+    if scale_a is not None:
+        # scale of (row r, block kb) sits in lane r + m*kb
+        sa = e8m0_to_f64(np.asarray(scale_a)).reshape(nb, m).T
+        sb = e8m0_to_f64(np.asarray(scale_b)).reshape(nb, m).T
+        a = (a.reshape(m, nb, 32) * sa[:, :, None]).reshape(m, -1)
+        bt = (bt.reshape(m, nb, 32) * sb[:, :, None]).reshape(m, -1)
+    return _acc_out(_acc_in(c_regs, m) + a @ bt.T, m)

@@ -1,0 +1,75 @@
+"""What happens when no store has a spec: record it, and say exactly how to get it built.
+
+The misses file (FLYAOT_RECORD_MISSES) holds one canonical JSON object per line:
+    {"family": ..., "key": ..., "params": {...}, "target": ...}
+which `python -m flyaot.build_tools build --from-misses FILE --out DIR` turns into an add-on pack.
+"""
+import json
+import logging
+import os
+import pathlib
+import threading
+
+from .errors import ArchMismatchError, MissingSpecError
+
+log = logging.getLogger("flyaot.runtime")
+
+BUILD_COMMAND = "python -m flyaot.build_tools build --from-misses {file} --out {out}"
+
+_recorded = set()
+_recorded_lock = threading.Lock()
+
+
+def miss_record(spec) -> dict:
+    return {"family": spec.family, "key": spec.key, "params": spec.param_dict, "target": spec.target}
+
+
+def miss_line(spec) -> str:
+    return json.dumps(miss_record(spec), sort_keys=True, separators=(",", ":")) + "\n"
+
+
+def record(path: str, spec) -> None:
+    """Append the miss once per process; one O_APPEND write per line keeps lines whole across processes."""
+    with _recorded_lock:
+        if (path, spec.key) in _recorded:
+            return
+        _recorded.add((path, spec.key))
+    line = miss_line(spec).encode()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.write(fd, line)
+    finally:
+        os.close(fd)
+    log.info("flyaot: recorded miss %s in %s", spec.key, path)
+
+
+def read(path) -> list:
+    """The records of a misses file, blank lines skipped."""
+    return [json.loads(line) for line in pathlib.Path(path).read_text().splitlines() if line.strip()]
+
+
+def missing_error(spec, index, reason: str, record_file: str) -> MissingSpecError:
+    """One error naming the spec, where we looked, the nearest prebuilt specs and the build command."""
+    lines = [f"flyaot: no code object for {spec.key}."]
+    searched = "; ".join(f"{s.label} ({len(s.by_key)} specs)" for s in index.stores)
+    lines.append(f"  Searched: {searched}.")
+    other = index.same_spec_other_target(spec.family, spec.param_dict, spec.target)
+    if other:
+        lines.append(f"  The stores have it for {', '.join(other)}, but the current device is {spec.target}.")
+    near = index.nearest(spec.family, spec.param_dict, spec.target)
+    if near:
+        lines.append(f"  Nearest prebuilt specs: {', '.join(near)}.")
+    else:
+        fams = index.families(spec.target)
+        lines.append(f"  No {spec.family} spec exists for {spec.target}; families available: "
+                     f"{', '.join(fams) if fams else 'none'}.")
+    lines.append(f"  JIT fallback not taken: {reason}.")
+    if record_file:
+        lines.append(f"  It was recorded in {record_file} (FLYAOT_RECORD_MISSES). Build an add-on pack with:")
+        lines.append("    " + BUILD_COMMAND.format(file=record_file, out="DIR"))
+    else:
+        lines.append("  Build an add-on pack with:")
+        lines.append(f"    echo '{miss_line(spec).strip()}' >> flyaot-misses.jsonl")
+        lines.append("    " + BUILD_COMMAND.format(file="flyaot-misses.jsonl", out="DIR"))
+    lines.append("  then run with FLYAOT_PREBUILT_PATH=DIR.")
+    return (ArchMismatchError if other else MissingSpecError)("\n".join(lines))

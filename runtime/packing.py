@@ -1,0 +1,148 @@
+"""Kernel argument slots: read from the manifest, checked against the code object, packed exactly.
+
+Every slot has a C type: 'void*' (a tensor's data_ptr), 'int32_t', 'int64_t' or 'float' (IEEE f32).
+Values are converted exactly: ints are range-checked for their own width (never narrowed or widened
+silently), floats are rounded once to f32, bools and tensors in scalar slots are refused.
+"""
+import struct
+from dataclasses import dataclass
+
+from .errors import IntegrityError, StoreError
+
+# ctype -> (one-letter code shared with the C launcher, size, value_kind, struct format)
+CTYPES = {
+    "void*": ("p", 8, "global_buffer", "<Q"),
+    "int32_t": ("i", 4, "by_value", "<i"),
+    "int64_t": ("l", 8, "by_value", "<q"),
+    "float": ("f", 4, "by_value", "<f"),
+}
+_INT_RANGE = {"i": (-(1 << 31), (1 << 31) - 1), "l": (-(1 << 63), (1 << 63) - 1)}
+
+
+@dataclass(frozen=True)
+class Slot:
+    name: str
+    ctype: str
+    kind: str
+    offset: int
+    size: int
+
+    @property
+    def code(self) -> str:
+        return CTYPES[self.ctype][0]
+
+
+def convert(slot: Slot, value):
+    """The exact value one slot carries: an address for pointers, a checked int, an f32-rounded float."""
+    code = slot.code
+    if code == "p":
+        data_ptr = getattr(value, "data_ptr", None)
+        if data_ptr is None:
+            raise TypeError(f"kernel argument {slot.name!r} ({slot.ctype}): expected a tensor, "
+                            f"got {type(value).__name__}")
+        return data_ptr()
+    if isinstance(value, bool):
+        raise TypeError(f"kernel argument {slot.name!r} ({slot.ctype}): got a bool; pass an int or float")
+    if code in _INT_RANGE:
+        if not isinstance(value, int):
+            raise TypeError(f"kernel argument {slot.name!r} ({slot.ctype}): expected an int, "
+                            f"got {type(value).__name__}")
+        lo, hi = _INT_RANGE[code]
+        if not lo <= value <= hi:
+            raise ValueError(f"kernel argument {slot.name!r} ({slot.ctype}): {value} is out of range")
+        return value
+    if not isinstance(value, (int, float)):
+        raise TypeError(f"kernel argument {slot.name!r} (float): expected a float, got {type(value).__name__}")
+    try:
+        # Round once to f32; a finite value that rounds to infinity does not fit.
+        return struct.unpack("<f", struct.pack("<f", float(value)))[0]
+    except OverflowError:
+        raise ValueError(f"kernel argument {slot.name!r} (float): {value} does not fit in f32") from None
+
+
+@dataclass(frozen=True)
+class ArgLayout:
+    symbol: str
+    slots: tuple
+    kernarg_size: int
+    block: tuple
+
+    @property
+    def names(self) -> tuple:
+        return tuple(s.name for s in self.slots)
+
+    @property
+    def codes(self) -> str:
+        return "".join(s.code for s in self.slots)
+
+    @classmethod
+    def from_entry(cls, entry: dict, origin: str) -> "ArgLayout":
+        """Validate a manifest entry's slot table on its own terms (types, sizes, alignment, overlap)."""
+        slots, end = [], 0
+        for i, a in enumerate(entry["args"]):
+            where = f"{origin}: argument {i} ({a.get('name')!r})"
+            ctype = a.get("ctype")
+            if ctype not in CTYPES:
+                raise StoreError(f"{where}: ctype {ctype!r} is not one of {sorted(CTYPES)}")
+            _, size, kind, _ = CTYPES[ctype]
+            if a.get("kind") != kind or a.get("size") != size:
+                raise StoreError(f"{where}: {ctype} must be kind {kind!r} size {size}, "
+                                 f"manifest says kind {a.get('kind')!r} size {a.get('size')!r}")
+            off = a.get("offset")
+            if not isinstance(off, int) or off < end or off % size:
+                raise StoreError(f"{where}: offset {off!r} overlaps the previous slot or is not {size}-aligned")
+            if not isinstance(a.get("name"), str) or not a["name"]:
+                raise StoreError(f"{where}: missing name")
+            slots.append(Slot(a["name"], ctype, kind, off, size))
+            end = off + size
+        if len({s.name for s in slots}) != len(slots):
+            raise StoreError(f"{origin}: duplicate argument names {[s.name for s in slots]}")
+        ks = entry["kernarg_size"]
+        if not isinstance(ks, int) or ks < end:
+            raise StoreError(f"{origin}: kernarg_size {ks!r} is smaller than the arguments ({end} bytes)")
+        block = tuple(entry["block"])
+        if len(block) != 3 or not all(isinstance(b, int) and b > 0 for b in block):
+            raise StoreError(f"{origin}: block {entry['block']!r} is not three positive ints")
+        return cls(entry["symbol"], tuple(slots), ks, block)
+
+    def cross_check(self, kernel, entry: dict, origin: str) -> None:
+        """The manifest must describe the code object's own AMDGPU metadata exactly (kernel: KernelInfo)."""
+        explicit = [a for a in kernel.args if not a.value_kind.startswith("hidden_")]
+        ours = [(s.offset, s.size, s.kind) for s in self.slots]
+        theirs = [(a.offset, a.size, a.value_kind) for a in explicit]
+        if ours != theirs:
+            raise IntegrityError(f"{origin}: manifest argument slots (offset, size, kind) {ours} differ from "
+                                 f"the code object's metadata {theirs}")
+        if kernel.kernarg_size != self.kernarg_size:
+            raise IntegrityError(f"{origin}: manifest kernarg_size {self.kernarg_size}, code object "
+                                 f"{kernel.kernarg_size}")
+        if kernel.reqd_workgroup_size and tuple(kernel.reqd_workgroup_size) != self.block:
+            raise IntegrityError(f"{origin}: manifest block {self.block}, code object requires "
+                                 f"{tuple(kernel.reqd_workgroup_size)}")
+        recorded, actual = entry.get("resources", {}), kernel.resources.as_dict()
+        diff = {k: (recorded[k], actual[k]) for k in recorded if k in actual and recorded[k] != actual[k]}
+        if diff:
+            raise IntegrityError(f"{origin}: manifest resources differ from the code object (manifest, "
+                                 f"code object): {diff}")
+
+    def cross_check_params(self, params: list, origin: str) -> None:
+        """Against the (offset, size) list a CUDA driver reports for a cubin's parameters."""
+        ours = [(s.offset, s.size) for s in self.slots]
+        if ours != list(params):
+            raise IntegrityError(f"{origin}: manifest argument slots (offset, size) {ours} differ from the "
+                                 f"driver's parameter info {list(params)}")
+
+    def check_args(self, args: dict) -> None:
+        if len(args) != len(self.slots) or any(n not in args for n in self.names):
+            missing = [n for n in self.names if n not in args]
+            extra = [n for n in args if n not in self.names]
+            raise ValueError(f"kernel {self.symbol} takes arguments {list(self.names)}; "
+                             f"missing {missing}, unexpected {extra}")
+
+    def pack(self, args: dict) -> bytes:
+        """The kernarg segment as the hardware reads it (the emulator's input)."""
+        self.check_args(args)
+        buf = bytearray(self.kernarg_size)
+        for s in self.slots:
+            struct.pack_into(CTYPES[s.ctype][3], buf, s.offset, convert(s, args[s.name]))
+        return bytes(buf)

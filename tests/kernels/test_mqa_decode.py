@@ -1,0 +1,112 @@
+"""mqa_decode on the gfx950 emulator (CPU tensors -> runtime emu driver) against the torch reference.
+
+Each case executes the compiled code object: staged-LDS kernel, internal and external schedules,
+every next_n the issue lists, H16/H64/H128, D128/D256, page 64/128, empty/ragged/short contexts,
+shared-pool (strided) pages, strided output, fixed schedule buffers reused graph-style.
+"""
+import pytest
+import torch
+
+from flyaot.kernel_defs.mqa_common import layouts
+from flyaot.kernel_defs.mqa_common.reference import compare, passes
+from flyaot.kernel_defs.mqa_decode.reference import pa_mqa_logits_reference, visible_mask
+from flyaot.kernel_defs.mqa_decode.schedule import build_schedule
+from flyaot.ops import pa_mqa_logits_fp4
+
+
+@pytest.fixture(autouse=True)
+def _private_jit_cache(tmp_path_factory, monkeypatch):
+    """Kernels missing from the prebuilt store are JIT-built into a cache owned by this test session."""
+    monkeypatch.setenv("FLYAOT_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "flyaot-cache"))
+    import flyaot.runtime
+    flyaot.runtime.reset()
+    yield
+    flyaot.runtime.reset()
+
+
+def _problem(seed, ctx, next_n, heads, head_dim, page, *, pool_gap=None, table_width=None):
+    g = torch.Generator().manual_seed(seed)
+    kv = layouts.make_paged_kv(ctx, head_dim, page, g, table_width=table_width)
+    if pool_gap is not None:
+        kv.kv_cache, kv.kv_scale = layouts.shared_pool(kv.kv_cache, kv.kv_scale, gap=pool_gap)
+    q, qs = layouts.make_q((len(ctx), next_n), heads, head_dim, g)
+    w = (torch.randn(len(ctx) * next_n, heads, generator=g) * 0.5).to(torch.bfloat16)
+    return kv, q, qs, w, torch.tensor(ctx, dtype=torch.int32)
+
+
+def _check(out, kv, q, qs, w, cl, msl, next_n, weight_scale):
+    ref = pa_mqa_logits_reference(q, qs, kv.kv_cache, kv.kv_scale, kv.block_tables, w, cl, msl,
+                                  weight_scale=weight_scale, next_n=next_n)
+    m = compare(out, ref, visible_mask(cl, next_n, msl))
+    assert passes(m), m
+
+
+# (heads, head_dim, page, next_n, contexts, max_seq_len, (block_k, num_warps) or None)
+CASES = [
+    (16, 128, 64, 1, [100, 0, 257], 320, None),
+    (64, 128, 64, 2, [1, 300, 64], 320, None),           # next_n > ctx for batch 0
+    (128, 128, 128, 3, [2, 200], 256, None),
+    (64, 256, 64, 4, [130, 3], 160, None),
+    (16, 256, 128, 5, [4, 260], 300, None),
+    (128, 256, 64, 8, [7, 90], 96, None),
+    (48, 128, 128, 1, [385, 0], 400, (128, 2)),
+    (32, 128, 64, 2, [600], 640, (512, 8)),
+    (80, 256, 128, 1, [520, 77], 530, (512, 4)),
+]
+
+
+@pytest.mark.parametrize("heads,head_dim,page,next_n,ctx,msl,tile", CASES,
+                         ids=[f"h{c[0]}-d{c[1]}-p{c[2]}-n{c[3]}" + (f"-bk{c[6][0]}w{c[6][1]}" if c[6] else "")
+                              for c in CASES])
+def test_internal_schedule(heads, head_dim, page, next_n, ctx, msl, tile):
+    kv, q, qs, w, cl = _problem(heads + next_n, ctx, next_n, heads, head_dim, page)
+    bk, nw = tile or (None, None)
+    out = pa_mqa_logits_fp4(q, qs, kv.kv_cache, kv.kv_scale, kv.block_tables, w, cl, msl,
+                            weight_scale=1.5, next_n=next_n, kv_block_size=page, block_k=bk, num_warps=nw)
+    assert out.shape == (len(ctx) * next_n, msl)
+    _check(out, kv, q, qs, w, cl, msl, next_n, 1.5)
+
+
+def test_strided_pool_strided_out_and_multi_chunk_ctas():
+    """Values and scales are views into one pool (page stride > page bytes); the output is a column
+    slice of a wider buffer; parallel_unit_num = rows forces every CTA through all of its chunks."""
+    ctx, next_n, msl = [700, 0, 260], 2, 704
+    kv, q, qs, w, cl = _problem(7, ctx, next_n, 64, 128, 64, pool_gap=96, table_width=12)
+    assert kv.kv_cache.stride(0) == 64 * 64 + 256 + 96
+    wide = torch.full((len(ctx) * next_n, msl + 40), 7.0)
+    out = wide[:, 8:8 + msl]
+    got = pa_mqa_logits_fp4(q, qs, kv.kv_cache, kv.kv_scale, kv.block_tables, w, cl, msl, next_n=next_n,
+                            out=out, parallel_unit_num=len(ctx) * next_n)
+    assert got.data_ptr() == out.data_ptr()
+    _check(out, kv, q, qs, w, cl, msl, next_n, 1.0)
+    assert (wide[:, :8] == 7.0).all() and (wide[:, 8 + msl:] == 7.0).all()
+
+
+def test_external_schedule_graph_style_reuse():
+    """A fixed cta_info buffer is filled once per step (in place) and handed to the kernel; the caller
+    pre-fills -inf. Two steps with different contexts and data reuse the same buffers."""
+    next_n, msl, pgrid = 2, 384, 12
+    cta_info = torch.empty(pgrid, 4, dtype=torch.int32)
+    out = torch.empty(3 * next_n, msl)
+    for step, ctx in enumerate(([300, 5, 129], [0, 384, 64])):
+        kv, q, qs, w, cl = _problem(20 + step, ctx, next_n, 16, 128, 128, table_width=3)
+        buf, _ = build_schedule(cl, 256, pgrid, msl, next_n, out=cta_info)
+        assert buf.data_ptr() == cta_info.data_ptr()
+        out.fill_(float("-inf"))
+        pa_mqa_logits_fp4(q, qs, kv.kv_cache, kv.kv_scale, kv.block_tables, w, cl, msl, next_n=next_n,
+                          kv_block_size=128, out=out, cta_info=cta_info, total_ctas=pgrid, weight_scale=0.75)
+        _check(out, kv, q, qs, w, cl, msl, next_n, 0.75)
+
+
+def test_external_schedule_is_not_prefilled():
+    """With an external schedule the op leaves invisible cells alone (the caller's -inf contract)."""
+    ctx, msl = [40], 128
+    kv, q, qs, w, cl = _problem(3, ctx, 1, 16, 128, 64)
+    cta_info, _ = build_schedule(cl, 256, 1, msl, 1)
+    out = torch.full((1, msl), 5.0)
+    pa_mqa_logits_fp4(q, qs, kv.kv_cache, kv.kv_scale, kv.block_tables, w, cl, msl, out=out,
+                      cta_info=cta_info, total_ctas=1)
+    assert (out[0, 40:] == 5.0).all()
+    ref = pa_mqa_logits_reference(q, qs, kv.kv_cache, kv.kv_scale, kv.block_tables, w, cl, msl)
+    m = compare(out[:, :40], ref[:, :40], torch.ones(1, 40, dtype=torch.bool))
+    assert passes(m), m

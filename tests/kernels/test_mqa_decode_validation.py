@@ -1,0 +1,107 @@
+"""pa_mqa_logits_fp4 rejects bad inputs with a clear error naming the argument, before any launch."""
+import pytest
+import torch
+
+from flyaot.kernel_defs.mqa_common import layouts
+from flyaot.kernel_defs.mqa_decode.schedule import build_schedule
+from flyaot.ops import mqa_decode as op_module
+
+
+@pytest.fixture(autouse=True)
+def _no_launch(monkeypatch):
+    def launch(plan, stream=None):
+        raise AssertionError(f"launched {plan.family} {plan.params} although the inputs are invalid")
+    monkeypatch.setattr(op_module.runtime, "launch", launch)
+
+
+def _args(next_n=2, heads=64, head_dim=128, page=64, ctx=(70, 5)):
+    g = torch.Generator().manual_seed(0)
+    kv = layouts.make_paged_kv(list(ctx), head_dim, page, g)
+    q, qs = layouts.make_q((len(ctx), next_n), heads, head_dim, g)
+    w = torch.randn(len(ctx) * next_n, heads, generator=g).to(torch.bfloat16)
+    a = dict(q_fp4=q, q_scale=qs, kv_cache=kv.kv_cache, kv_scale=kv.kv_scale, block_tables=kv.block_tables,
+             weights=w, context_lens=torch.tensor(ctx, dtype=torch.int32), max_seq_len=128)
+    return a, dict(next_n=next_n, kv_block_size=page)
+
+
+def _call(a, kw):
+    return op_module.pa_mqa_logits_fp4(*a.values(), **kw)
+
+
+def _raises(exc, match, **changes):
+    a, kw = _args()
+    for k, v in changes.items():
+        (a if k in a else kw)[k] = v
+    with pytest.raises(exc, match=match):
+        _call(a, kw)
+
+
+def test_bad_dtypes():
+    a, _ = _args()
+    _raises(TypeError, "q_fp4", q_fp4=a["q_fp4"].float())
+    _raises(TypeError, "weights", weights=a["weights"].float())
+    _raises(TypeError, "block_tables", block_tables=a["block_tables"].long())
+    _raises(TypeError, "context_lens", context_lens=torch.tensor([70.0, 5.0]))
+    _raises(TypeError, "kv_scale", kv_scale=a["kv_scale"].to(torch.int8))
+
+
+def test_bad_shapes():
+    a, _ = _args()
+    _raises(ValueError, "q_scale", q_scale=a["q_scale"][..., :2].contiguous())
+    _raises(ValueError, "weights", weights=a["weights"][:3].contiguous())
+    _raises(ValueError, "block_tables", block_tables=a["block_tables"][:1])
+    _raises(ValueError, "context_lens", context_lens=torch.tensor([1, 2, 3], dtype=torch.int32))
+    _raises(ValueError, "kv_cache", kv_cache=torch.zeros(4, 2, 4, 64, 16, dtype=torch.uint8))
+
+
+def test_bad_strides():
+    a, _ = _args()
+    cache = a["kv_cache"]
+    wide = torch.zeros(*cache.shape[:-1], 32, dtype=torch.uint8)[..., :16]     # inner stride broken
+    _raises(ValueError, "kv_cache", kv_cache=wide)
+    overlap = cache.as_strided(cache.shape, (1024,) + cache.stride()[1:])
+    _raises(ValueError, "page stride", kv_cache=overlap)
+    _raises(ValueError, "q_fp4", q_fp4=a["q_fp4"].transpose(2, 3).contiguous().transpose(2, 3))
+    _raises(ValueError, "block_tables", block_tables=a["block_tables"].t().contiguous().t())
+
+
+def test_bad_page_sizes_and_heads():
+    _raises(ValueError, "kv_block_size", kv_block_size=32)
+    _raises(ValueError, "kv_cache", kv_block_size=128)            # the cache holds 64-token pages
+    a, kw = _args(heads=64)
+    q = torch.zeros(2, 2, 24, 64, dtype=torch.uint8)
+    with pytest.raises(ValueError, match="heads"):
+        _call(dict(a, q_fp4=q), kw)
+    q = torch.zeros(2, 2, 64, 96, dtype=torch.uint8)
+    with pytest.raises(ValueError, match="head_dim"):
+        _call(dict(a, q_fp4=q), kw)
+
+
+def test_next_n_mismatch_and_range():
+    _raises(ValueError, "next_n", next_n=3)
+    a, kw = _args(next_n=1)
+    with pytest.raises(ValueError, match="next_n"):
+        _call(a, dict(kw, next_n=9))
+
+
+def test_schedule_and_out_arguments():
+    a, kw = _args()
+    ci, _ = build_schedule(a["context_lens"], 256, 4, 128, 2)
+    with pytest.raises(ValueError, match="together"):
+        _call(a, dict(kw, cta_info=ci))
+    with pytest.raises(ValueError, match="total_ctas"):
+        _call(a, dict(kw, cta_info=ci, total_ctas=5))
+    with pytest.raises(TypeError, match="cta_info"):
+        _call(a, dict(kw, cta_info=ci.long(), total_ctas=4))
+    with pytest.raises(ValueError, match="parallel_unit_num"):
+        _call(a, dict(kw, parallel_unit_num=3))
+    with pytest.raises(ValueError, match="parallel_unit_num"):
+        _call(a, dict(kw, parallel_unit_num=2))                   # 2 // next_n < batch
+    with pytest.raises(ValueError, match="out"):
+        _call(a, dict(kw, out=torch.empty(4, 100)))
+    with pytest.raises(TypeError, match="out"):
+        _call(a, dict(kw, out=torch.empty(4, 128, dtype=torch.float16)))
+    with pytest.raises(ValueError, match="block_k"):
+        _call(a, dict(kw, block_k=64, num_warps=1))
+    with pytest.raises(ValueError, match="max_seq_len"):
+        _call(dict(a, max_seq_len=0), kw)

@@ -1,0 +1,122 @@
+"""JIT fallback: several processes missing one spec compile it once, publish it atomically into the
+user cache, and launch it through the same path as a prebuilt code object; locks are bounded and
+released by the kernel when a holder dies."""
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+import torch
+from runtime_helpers import PROBE64, make_config
+
+from flyaot.formats import codeobject
+from flyaot.formats.manifest import Spec
+from flyaot.kernel_defs.probe import plan as probe
+from flyaot.runtime import jit, locks
+from flyaot.runtime.dispatch import Runtime
+from flyaot.runtime.errors import JitError
+from flyaot.runtime.packing import ArgLayout
+from flyaot.runtime.stores import Store
+
+HERE = pathlib.Path(__file__).parent
+
+LAUNCH_SCRIPT = textwrap.dedent("""
+    import logging, sys, torch
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
+    from runtime_helpers import make_config
+    from flyaot.kernel_defs.probe import plan as probe
+    from flyaot.runtime.dispatch import Runtime
+    cfg = make_config(__import__("pathlib").Path(sys.argv[1]), cache=sys.argv[2], disable_jit=False)
+    out = torch.zeros(100)
+    Runtime(cfg).launch(probe.plan(out, float(sys.argv[3])))
+    assert torch.equal(out, torch.full((100,), float(sys.argv[3]) + 1.0)), out
+    print("LAUNCHED OK")
+""")
+
+
+def _env():
+    return dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))
+
+
+@pytest.mark.slow
+def test_concurrent_processes_compile_once_publish_atomically_and_launch(tmp_path):
+    cache = tmp_path / "cache"
+    procs = [subprocess.Popen([sys.executable, "-c", LAUNCH_SCRIPT, str(tmp_path / f"p{i}"), str(cache), str(i)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
+             for i in range(3)]
+    results = [p.communicate(timeout=600) + (p.returncode,) for p in procs]
+    for out, err, rc in results:
+        assert rc == 0 and "LAUNCHED OK" in out, err
+    compiled = [err for _, err, _ in results if "compiling it with FlyDSL now" in err]
+    assert len(compiled) == 1, [err for _, err, _ in results]
+    assert f"compiled {PROBE64} in" in compiled[0]
+    # The cache is a valid store (schema, toolchain fingerprint, entry checks) with one checked spec.
+    store = Store.open(cache, "cache", missing_ok=False)
+    (sid, entry), = store.by_key.values()
+    data = store.read(sid, entry)
+    ArgLayout.from_entry(entry, "jit").cross_check(codeobject.parse(data).kernel(entry["symbol"]), entry, "jit")
+    files = sorted(p.relative_to(cache).as_posix() for p in cache.rglob("*") if p.is_file())
+    lock = "locks/" + jit.lock_name(Spec.make("probe", {"block": 64, "behavior": "ok"}, "gfx950"))
+    assert files == sorted(["manifest.json", entry["file"], "locks/manifest.lock", lock])
+    # A later process finds it in the cache with the JIT disabled.
+    rt = Runtime(make_config(tmp_path, cache=cache))
+    out = torch.zeros(5)
+    rt.launch(probe.plan(out, 7.0))
+    assert torch.equal(out, torch.full((5,), 8.0))
+
+
+HOLDER = textwrap.dedent("""
+    import logging, sys, time
+    logging.basicConfig(level=logging.INFO)
+    from flyaot.formats.manifest import Spec
+    from flyaot.runtime import jit
+    spec = Spec.make("probe", {"block": 64, "behavior": "hang"}, "gfx950")
+    def compile_forever(spec):
+        time.sleep(3600)
+    jit.publish(sys.argv[1], spec, timeout=10, compile_fn=compile_forever, toolchain_fn=dict)
+""")
+
+
+def test_waits_are_bounded_and_a_dead_holder_releases_the_lock(tmp_path):
+    spec = Spec.make("probe", {"block": 64, "behavior": "hang"}, "gfx950")
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(tmp_path)], stderr=subprocess.PIPE, text=True,
+                              env=_env())
+    try:
+        line = ""
+        while "compiling it with FlyDSL now" not in line:      # the holder has the spec lock now
+            line = holder.stderr.readline()
+            assert line or holder.poll() is None, "holder exited early"
+        t0 = time.monotonic()
+        with pytest.raises(JitError, match=f"timed out after 0.5 s waiting for .*{jit.lock_name(spec)}"):
+            jit.publish(tmp_path, spec, timeout=0.5, compile_fn=_must_not_compile)
+        assert time.monotonic() - t0 < 5
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    # The kernel released the dead holder's flock: this call gets the lock and reaches the compiler.
+    with pytest.raises(JitError, match="JIT compile of .* failed: reached the compiler"):
+        jit.publish(tmp_path, spec, timeout=5, compile_fn=_fails)
+    assert not [p for p in tmp_path.rglob("*") if p.is_file() and p.parent.name != "locks"]
+
+
+def _must_not_compile(spec):
+    raise AssertionError("compiled while another process held the lock")
+
+
+def _fails(spec):
+    raise RuntimeError("reached the compiler")
+
+
+def test_lock_helper_excludes_within_one_process_too(tmp_path):
+    path = str(tmp_path / "locks" / "x.lock")
+    with locks.exclusive(path, timeout=1, what="testing"):
+        with pytest.raises(JitError, match="x.lock"):
+            with locks.exclusive(path, timeout=0.2, what="testing"):
+                pass
+    with locks.exclusive(path, timeout=0.2, what="testing"):
+        assert os.path.exists(path)
+    assert os.path.exists(path)          # lock files are never deleted
