@@ -5,3 +5,4 @@ live in `flyaot.ops` and load what they need on first use.
 """
 __version__ = "0.1.0"
 TARGET = "gfx950"
+FLYDSL_VERSION = "0.5.0"     # the FlyDSL release the prebuilt set is built and tested with

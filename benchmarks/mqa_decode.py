@@ -3,10 +3,13 @@
     python benchmarks/mqa_decode.py [--rounds 9] [--emu-max-ctx 1024] [--only 0,1,9]
 
 H64 (or H128), D128, page 64, ragged contexts uniform in [0.5, 1.5] x max_ctx/2 rounded up to the page.
-On a gfx950 device: median kernel time (CUDA/HIP graph of 20 launches, `--rounds` rounds). Elsewhere
-the shapes run on the emulator, which reports counters per visible (row, token) cell: global bytes
-read, instructions, MFMAs; contexts are capped at --emu-max-ctx there (the per-cell figures of the
-staged kernel do not depend on the context length beyond the chunk rounding).
+On a gfx950 device: median kernel time (CUDA/HIP graph of 20 launches, `--rounds` rounds) of the op's
+own dispatch (the direct kernel for these shapes). Elsewhere each shape runs on the emulator twice, on
+the same data: the direct kernel in the variant (tile, weight loads) the op picks for the full shape,
+and the staged-LDS kernel (256 x 4, internal schedule); counters per visible (row, token) cell: global
+bytes read, instructions, MFMAs, LDS bytes. Contexts and the output width are capped at --emu-max-ctx
+there (per-cell figures depend on the context length only through chunk rounding and the Q/weight
+re-reads per chunk, which the cap keeps).
 """
 import argparse
 import statistics
@@ -15,6 +18,8 @@ import torch
 
 from flyaot import runtime
 from flyaot.kernel_defs.mqa_common import layouts
+from flyaot.kernel_defs.mqa_decode import plan as P
+from flyaot.kernel_defs.mqa_decode.geometry import direct_tile
 from flyaot.ops import pa_mqa_logits_fp4
 
 # (batch, next_n, max_ctx, heads, seed "new" target in us)
@@ -71,12 +76,28 @@ def time_device(args, msl, next_n, rounds):
     return statistics.median(times)     # includes the -inf fill the op issues on the internal schedule
 
 
-def emulate(args, msl, next_n):
-    pa_mqa_logits_fp4(*args, msl, next_n=next_n)
-    heads, head_dim = args[0].shape[2], args[0].shape[3] * 2
-    params = {"path": "staged", "heads": heads, "head_dim": head_dim, "page_size": PAGE, "block_k": 256,
-              "num_warps": 4}
-    return runtime.kernel("mqa_decode", params).loaded(-1).launcher.last_counters
+def _counters(params):
+    """Emulator counters of the last launch of the spec `params`."""
+    return runtime.kernel(P.FAMILY, params).loaded(-1).launcher.last_counters
+
+
+def emulate(args, msl, next_n, full_msl):
+    """[(label, counters)] of the direct kernel (variant of the full shape) and the staged kernel."""
+    q, qs, kv_cache, kv_scale, tables, w, cl = args
+    s = P.check_inputs(*args, msl, next_n, PAGE, 1.0)
+    tile, scalar = direct_tile(s.batch, full_msl)
+    variant = (tile, "scalar" if scalar else "vector")
+    out = torch.full((s.batch * next_n, msl), float("-inf"))
+    plan = P.direct_plan(s, msl, out=out, q_fp4=q, q_scale=qs, kv_cache=kv_cache, kv_scale=kv_scale,
+                         block_tables=tables, weights=w, context_lens=cl, weight_scale=1.0, variant=variant)
+    runtime.launch(plan)
+    direct = _counters(plan.params)
+    bk, nw = P.DEFAULT_TILE
+    pa_mqa_logits_fp4(*args, msl, next_n=next_n, block_k=bk, num_warps=nw)
+    staged = {"path": "staged", "heads": s.heads, "head_dim": s.head_dim, "page_size": PAGE, "block_k": bk,
+              "num_warps": nw, "weight_load": "vector"}
+    return [(f"direct t{tile}{' sw' if scalar else ''}", direct),
+            (f"staged {bk}x{nw}", _counters(staged))]
 
 
 def main():
@@ -96,11 +117,12 @@ def main():
             print(f"{name:22s} median {us:8.3f} us   (seed target {target} us)")
         else:
             args, msl, visible = problem(batch, next_n, max_ctx, heads, "cpu", cap=a.emu_max_ctx)
-            c = emulate(args, msl, next_n)
             v = max(visible, 1)
-            print(f"{name:22s} ctx<={msl:6d} cells {visible:7d}: global B read/cell {c.global_bytes_read / v:7.2f}"
-                  f"  instr/cell {c.instructions / v:7.3f}  mfma/cell {c.mfma / v:6.3f}  lds B/cell "
-                  f"{(c.lds_bytes_read + c.lds_bytes_written) / v:7.2f}  workgroups {c.workgroups}")
+            for label, c in emulate(args, msl, next_n, max_ctx):
+                print(f"{name:20s} {label:13s} ctx<={msl:5d} cells {visible:6d}: global B read/cell "
+                      f"{c.global_bytes_read / v:7.2f}  instr/cell {c.instructions / v:7.3f}  mfma/cell "
+                      f"{c.mfma / v:6.3f}  lds B/cell {(c.lds_bytes_read + c.lds_bytes_written) / v:7.2f}  "
+                      f"workgroups {c.workgroups}")
 
 
 if __name__ == "__main__":

@@ -15,10 +15,11 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
+from .. import FLYDSL_VERSION
+
 log = logging.getLogger("flyaot.build")
 
 TARGET_ARCH = "gfx950"
-FLYDSL_VERSION = "0.5.0"     # the FlyDSL release the prebuilt set is built and tested with
 
 
 class ToolchainError(RuntimeError):

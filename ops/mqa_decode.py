@@ -15,7 +15,11 @@ def pa_mqa_logits_fp4(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights,
     t <= context_lens[b] - next_n + n, and -inf elsewhere. The kernel writes only visible cells, so:
     out=None -> allocated and filled with -inf; `out` given with the internal schedule -> filled with -inf
     here; `out` given with an external schedule (`cta_info`, `total_ctas`) -> the caller pre-fills -inf
-    (graph replay keeps the fill outside). block_k / num_warps: None picks the default tile (256 x 4).
+    (graph replay keeps the fill outside).
+
+    Dispatch: with the internal schedule and no block_k / num_warps / parallel_unit_num, D128 with H64 or
+    H128 runs the direct kernel (2-D grid, tile chosen from B and max_seq_len); everything else runs the
+    staged-LDS kernel (block_k / num_warps: None picks its default tile, 256 x 4).
     """
     s = P.check_inputs(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, context_lens, max_seq_len,
                        next_n, kv_block_size, weight_scale)
@@ -40,14 +44,14 @@ def pa_mqa_logits_fp4(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights,
             raise ValueError("parallel_unit_num applies to the internal schedule only; it cannot be combined "
                              "with cta_info")
         P.check_schedule(cta_info, total_ctas, q_fp4)
+        if out is None:
+            out = _prefilled(None, rows, max_seq_len, q_fp4.device)
     else:
         total_ctas = (default_parallel_units(s.batch, next_n, max_seq_len, bk) if parallel_unit_num is None
                       else P.check_int("parallel_unit_num", parallel_unit_num, lo=1))
         ctx = context_lens if context_lens.dtype == torch.int32 else context_lens.to(torch.int32)
         cta_info, _ = build_schedule(ctx, bk, total_ctas, max_seq_len, next_n)
         out = _prefilled(out, rows, max_seq_len, q_fp4.device)
-    elif out is None:
-        out = _prefilled(None, rows, max_seq_len, q_fp4.device)
     plan = P.staged_plan(s, bk, w, out=out, q_fp4=q_fp4, q_scale=q_scale, kv_cache=kv_cache,
                          kv_scale=kv_scale, block_tables=block_tables, weights=weights, cta_info=cta_info,
                          total_ctas=total_ctas, weight_scale=float(weight_scale))

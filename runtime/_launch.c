@@ -134,6 +134,10 @@ static PyObject *Launcher_call(Launcher *self, PyObject *pargs, PyObject *kwargs
         PyErr_SetString(PyExc_TypeError, "launcher takes positional arguments (grid, block, args, stream)");
         return NULL;
     }
+    if (!self->launch) {
+        PyErr_SetString(PyExc_RuntimeError, "Launcher was not initialised");
+        return NULL;
+    }
     if (!PyArg_UnpackTuple(pargs, "launcher", 4, 4, &grid, &block, &args, &stream)) return NULL;
     if (!PyDict_Check(args)) {
         PyErr_SetString(PyExc_TypeError, "args must be a dict of kernel argument name -> value");

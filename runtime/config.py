@@ -17,11 +17,8 @@ import os
 import pathlib
 from dataclasses import dataclass
 
+from .. import FLYDSL_VERSION as EXPECTED_FLYDSL  # noqa: F401  (every store must be built with it)
 from .. import TARGET, __version__
-
-# The FlyDSL release every store must have been built with: kernels and their plan.py are tested
-# against it. Mirrors build_tools.toolchain.FLYDSL_VERSION (the runtime must not import build_tools).
-EXPECTED_FLYDSL = "0.5.0"
 
 ENV_VARS = ("FLYAOT_PREBUILT_PATH", "FLYAOT_CACHE_DIR", "FLYAOT_DISABLE_JIT", "FLYAOT_RECORD_MISSES",
             "FLYAOT_DEVICE", "FLYAOT_JIT_TIMEOUT", "FLYAOT_PY_LAUNCH", "XDG_CACHE_HOME")

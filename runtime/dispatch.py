@@ -62,6 +62,12 @@ class Runtime:
         """(store, spec id, entry) for the spec: from a store, else JIT into the user cache, else an error."""
         index = self.index
         hit = index.lookup(spec.key)
+        stale_id = None
+        if hit is not None and hit[0].kind == "cache" and not jit.unavailable_reason(self.config, spec.target) \
+                and hit[1] != jit.current_id(spec):
+            # A JIT product of older kernel sources (a developer edited kernel_defs): rebuild it.
+            log.warning("flyaot: the user cache's %s was built from other kernel sources; recompiling", spec.key)
+            hit, stale_id = None, hit[1]
         if hit is not None:
             return hit
         if self.config.record_misses:
@@ -74,7 +80,7 @@ class Runtime:
                           "launch once before capturing")
         if reason:
             raise misses.missing_error(spec, index, reason, self.config.record_misses)
-        jit.publish(self.config.cache_dir, spec, timeout=self.config.jit_timeout)
+        jit.publish(self.config.cache_dir, spec, timeout=self.config.jit_timeout, stale_id=stale_id)
         with self._lock:
             index.reopen(index.store_of_kind("cache"))
         hit = index.lookup(spec.key)

@@ -63,14 +63,22 @@ def _write_atomic(path: pathlib.Path, data: bytes) -> None:
         os.close(dfd)
 
 
-def _cached_keys(root: pathlib.Path) -> set:
+def _cached_ids(root: pathlib.Path) -> dict:
+    """spec key -> content id of the user cache's entries."""
     path = root / mf.MANIFEST_NAME
-    return {e["key"] for e in mf.load(path)["specs"].values()} if path.exists() else set()
+    return {e["key"]: sid for sid, e in mf.load(path)["specs"].items()} if path.exists() else {}
 
 
 def default_compile(spec):
     from ..build_tools.jit import compile_spec
     return compile_spec(spec)
+
+
+def current_id(spec) -> str:
+    """The content id a compile of `spec` gets now: it changes when the family's sources change, which
+    is how a user-cache entry left by older kernel sources is recognised as stale."""
+    from ..build_tools.build import spec_ids
+    return spec_ids([spec], EXPECTED_FLYDSL)[spec.key]
 
 
 def default_toolchain() -> dict:
@@ -79,15 +87,18 @@ def default_toolchain() -> dict:
     return {"flydsl": toolchain.flydsl_version(), "lld": linker.version}
 
 
-def publish(root, spec, *, timeout: float, compile_fn=default_compile, toolchain_fn=default_toolchain) -> bool:
-    """Make sure the user cache at `root` holds `spec`; True if this call compiled it.
+def publish(root, spec, *, timeout: float, compile_fn=default_compile, toolchain_fn=default_toolchain,
+            stale_id=None) -> bool:
+    """Make sure the user cache at `root` holds `spec`; True if this call compiled it. An entry whose id is
+    `stale_id` (built from older kernel sources) does not count and is replaced.
 
     compile_fn(spec) -> (code object bytes, manifest entry incl. its content "id"); toolchain_fn() -> the
     toolchain fingerprint recorded when the cache manifest is first created.
     """
     root = pathlib.Path(root)
     with locks.exclusive(str(root / "locks" / lock_name(spec)), timeout=timeout, what=f"compiling {spec.key}"):
-        if spec.key in _cached_keys(root):
+        cached = _cached_ids(root).get(spec.key)
+        if cached is not None and cached != stale_id:
             return False
         target_dir = root / spec.target
         target_dir.mkdir(parents=True, exist_ok=True)
@@ -114,6 +125,7 @@ def publish(root, spec, *, timeout: float, compile_fn=default_compile, toolchain
                 stale.unlink()
             manifest = mf.load(path) if path.exists() else mf.empty_manifest(
                 flyaot_version=__version__, toolchain=toolchain_fn(), target=spec.target)
+            manifest["specs"] = {k: e for k, e in manifest["specs"].items() if e["key"] != spec.key}
             manifest["specs"][sid] = entry
             _write_atomic(path, mf.pretty_json(manifest))
         log.info("flyaot: compiled %s in %.2f s into %s", spec.key, time.monotonic() - t0, co_path)

@@ -67,6 +67,7 @@ class Staged:
 MAX_NEXT_N = 8
 DIRECT_WAVES = 2                # head waves: wave w owns heads [w*H/2, (w+1)*H/2)
 DIRECT_GRID_LIMIT = 1024        # largest 32-token direct grid; larger grids use 64-token tiles
+DIRECT_MIN_WAVES_PER_SIMD = 4   # occupancy the direct kernels are compiled for: <= 512 / 4 VGPRs
 
 
 @dataclass(frozen=True)

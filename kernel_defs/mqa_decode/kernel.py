@@ -20,6 +20,7 @@ Decisions on the open questions of kernel_semantics.md section 1 (Q3-Q7, Q15):
   visible limit are not computed at all; tokens past it inside a chunk are computed, never stored.
 """
 import flydsl.compiler as flyc
+from flydsl.compiler.kernel_function import CompilationContext
 import flydsl.expr as fx
 from flydsl.expr import arith, gpu
 from flydsl.expr.primitive import range_constexpr
@@ -28,7 +29,7 @@ from flydsl.expr.typing import Int32, Int64
 from ..flydsl_compile import compile_launcher
 from ..mqa_common import blocks as B
 from .direct import direct_launcher
-from .geometry import QUAD, Direct, Staged
+from .geometry import DIRECT_MIN_WAVES_PER_SIMD, QUAD, Direct, Staged
 from .specs import FAMILY
 
 
@@ -180,5 +181,7 @@ def build(params: dict):
         return compile_launcher(_staged_launcher(g, name), name)
     if params["path"] == "direct":
         g = Direct(params["heads"], params["page_size"], params["block_k"], params["weight_load"] == "scalar")
-        return compile_launcher(direct_launcher(g, name), name)
+        # At least 4 waves per SIMD (<= 128 VGPRs): the 64-token tiles serve grids of thousands of CTAs.
+        with CompilationContext.compile_hints({"waves_per_eu": DIRECT_MIN_WAVES_PER_SIMD}):
+            return compile_launcher(direct_launcher(g, name), name)
     raise ValueError(f"mqa_decode: unknown path {params['path']!r}")

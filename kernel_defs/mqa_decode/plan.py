@@ -11,8 +11,8 @@ import torch
 
 from ..registry import LaunchPlan
 from ..validate import E8M0, FP4X2, check_choice, check_float, check_int, check_same_device, check_tensor
-from .geometry import MAX_NEXT_N, DIRECT_WAVES, Direct, Staged, direct_tile
-from .specs import DIRECT_HEADS, HEAD_DIMS, HEADS, PAGE_SIZES, STAGED_TILES
+from .geometry import DIRECT_WAVES, MAX_NEXT_N, Direct, Staged, direct_tile
+from .specs import DIRECT_HEADS, DIRECT_VARIANTS, HEAD_DIMS, HEADS, PAGE_SIZES, STAGED_TILES
 
 FAMILY = "mqa_decode"
 DEFAULT_TILE = STAGED_TILES[0]
@@ -117,9 +117,18 @@ def takes_direct_path(s: Shapes, *, cta_info=None, total_ctas=None, block_k=None
 
 
 def direct_plan(s: Shapes, max_seq_len: int, *, out, q_fp4, q_scale, kv_cache, kv_scale, block_tables,
-                weights, context_lens, weight_scale: float) -> LaunchPlan:
-    """2-D grid (ceil(max_seq_len / tile), B); context_lens must be int32 and contiguous."""
-    tile, scalar = direct_tile(s.batch, max_seq_len)
+                weights, context_lens, weight_scale: float, variant=None) -> LaunchPlan:
+    """2-D grid (ceil(max_seq_len / tile), B); context_lens must be int32 and contiguous.
+
+    variant: None picks (tile, weight_load) from the grid size (geometry.direct_tile); tests and
+    benchmarks may force one of specs.DIRECT_VARIANTS.
+    """
+    if variant is None:
+        tile, scalar = direct_tile(s.batch, max_seq_len)
+    elif tuple(variant) in DIRECT_VARIANTS:
+        tile, scalar = variant[0], variant[1] == "scalar"
+    else:
+        raise ValueError(f"variant={variant!r} is not prebuilt; supported: {list(DIRECT_VARIANTS)}")
     g = Direct(s.heads, s.page_size, tile, scalar)
     params = {"path": "direct", "heads": s.heads, "head_dim": 128, "page_size": s.page_size,
               "block_k": tile, "num_warps": DIRECT_WAVES, "weight_load": "scalar" if scalar else "vector"}

@@ -9,7 +9,7 @@ KV stage (block_k * (D/2 + D/32) bytes); the direct kernel's LDS is exactly the 
 (2 waves x 8 rows x tile x 4 bytes) and nothing else, and it stays within 128 VGPRs (4 waves / SIMD).
 """
 from ..registry import Budget, Family
-from .geometry import DIRECT_WAVES, Direct, Staged
+from .geometry import DIRECT_MIN_WAVES_PER_SIMD, DIRECT_WAVES, Direct, Staged
 
 HEADS = tuple(range(16, 129, 16))
 HEAD_DIMS = (128, 256)
@@ -50,7 +50,7 @@ def _block(params):
 def _budget(params):
     if params["path"] == "direct":
         g = Direct(params["heads"], params["page_size"], params["block_k"], params["weight_load"] == "scalar")
-        return Budget(max_vgpr_plus_agpr=128, exact_lds=g.lds_bytes)
+        return Budget(max_vgpr_plus_agpr=512 // DIRECT_MIN_WAVES_PER_SIMD, exact_lds=g.lds_bytes)
     g = Staged(params["heads"], params["head_dim"], params["page_size"], params["block_k"], params["num_warps"])
     return Budget(max_vgpr_plus_agpr=512, exact_lds=g.lds_bytes)
 

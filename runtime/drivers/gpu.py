@@ -113,18 +113,18 @@ class GpuDriver:
         """Make `device` current for this thread for the duration, then restore what was current."""
         if self.name == "cuda":
             self._check(self._ctx_push(self._primary_ctx(device)), "cuCtxPushCurrent")
-            try:
-                yield
-            finally:
-                self._ctx_pop(ctypes.byref(c_void_p()))
+            restore = lambda: self._ctx_pop(ctypes.byref(c_void_p()))  # noqa: E731
         else:
             prev = c_int()
             self._check(self._get_device(ctypes.byref(prev)), "hipGetDevice")
             self._check(self._set_device(device), "hipSetDevice")
-            try:
-                yield
-            finally:
-                self._set_device(prev.value)
+            restore = lambda: self._set_device(prev.value)  # noqa: E731
+        try:
+            yield
+        except BaseException:
+            restore()           # the original error matters more than a failed restore
+            raise
+        self._check(restore(), "restoring the current device")
 
     # -- modules --------------------------------------------------------------------------------
     def load_module(self, data: bytes, device: int) -> int:
@@ -170,7 +170,7 @@ class GpuDriver:
         if self.name != "cuda" or rc not in (CUDA_ERROR_INVALID_CONTEXT, CUDA_ERROR_INVALID_HANDLE):
             return rc
         current, ctx = c_void_p(), self._primary_ctx(device)
-        self._ctx_get(ctypes.byref(current))
+        self._check(self._ctx_get(ctypes.byref(current)), "cuCtxGetCurrent")
         if current.value == ctx:
             return rc
         if not current.value:

@@ -1,34 +1,6 @@
-import json
-import os
-import pathlib
-import subprocess
-import sys
-
 import pytest
-
-from flyaot.formats.manifest import MANIFEST_NAME
-
-
-def run_build(*args, env_extra=None, check=True):
-    """Run the real build CLI in its own process, as a user would."""
-    env = dict(os.environ, **(env_extra or {}))
-    proc = subprocess.run([sys.executable, "-m", "flyaot.build_tools", *map(str, args)],
-                          capture_output=True, text=True, env=env, timeout=900)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"build failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-    return proc
-
-
-def store_files(root: pathlib.Path) -> dict:
-    """Every file of a store, relative path -> bytes."""
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
 @pytest.fixture(scope="session")
-def probe_store(tmp_path_factory):
-    """The probe family built once per session into a fresh store and cache."""
-    root = tmp_path_factory.mktemp("probe")
-    out, cache = root / "store", root / "cache"
-    proc = run_build("build", "--family", "probe", "--out", out, "--cache", cache, "--jobs", 2)
-    manifest = json.loads((out / MANIFEST_NAME).read_text())
-    return {"out": out, "cache": cache, "manifest": manifest, "stdout": proc.stdout}
+def probe_store(probe_build):
+    return probe_build

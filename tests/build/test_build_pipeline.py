@@ -1,7 +1,7 @@
 """The build CLI end to end with real FlyDSL compiles: determinism, incrementality, isolation, shards."""
 import json
 
-from conftest import run_build, store_files
+from tests.support import run_build, store_files
 
 
 def test_summary_and_manifest(probe_store):

@@ -121,3 +121,13 @@ def test_lds_read_write_widths_and_pairs():
     assert (w.vgpr[13] == L * 4).all() and (w.vgpr[14] == L * 4 + 1).all()
     with pytest.raises(EmuError, match="LDS address"):
         run(w, ins("ds_read_b32", [v(14)], [v(0)], offset=4000))
+
+
+def test_lds_address_wraps_at_32_bits():
+    # LLVM folds a positive offset onto a base it computed as "negative"; vaddr + offset wraps mod 2^32.
+    w = wave(lds_bytes=256)
+    w.vgpr[0] = L * 4
+    w.vgpr[1] = np.uint32(0xFFFFFFF0) + L * 4          # equals lane*4 - 16 mod 2^32
+    run(w, ins("ds_write_b32", [], [v(1), v(0)], offset=16),
+        ins("ds_read_b32", [v(2)], [v(0)], offset=0))
+    assert (w.vgpr[2] == L * 4).all()

@@ -1,16 +1,22 @@
 """mqa_decode on the gfx950 emulator (CPU tensors -> runtime emu driver) against the torch reference.
 
-Each case executes the compiled code object: staged-LDS kernel, internal and external schedules,
-every next_n the issue lists, H16/H64/H128, D128/D256, page 64/128, empty/ragged/short contexts,
-shared-pool (strided) pages, strided output, fixed schedule buffers reused graph-style.
+Each case executes the compiled code object. Staged-LDS kernel: internal and external schedules, every
+next_n the issue lists, H16/H64/H128, D128/D256, page 64/128, empty/ragged/short contexts, shared-pool
+(strided) pages, strided output, fixed schedule buffers reused graph-style. Direct kernel: every spec
+(H64/H128 x page 64/128 x 32-token / 64-token / 64-token scalar-weight variants) with next_n 1..8,
+empty/ragged/short contexts, strided pages and output, contexts past max_seq_len, and the grid-size
+dispatch through the public op.
 """
 import pytest
 import torch
 
 from flyaot.kernel_defs.mqa_common import layouts
 from flyaot.kernel_defs.mqa_common.reference import compare, passes
+from flyaot import runtime
+from flyaot.kernel_defs.mqa_decode import plan as P
 from flyaot.kernel_defs.mqa_decode.reference import pa_mqa_logits_reference, visible_mask
 from flyaot.kernel_defs.mqa_decode.schedule import build_schedule
+from flyaot.kernel_defs.mqa_decode.specs import DIRECT_VARIANTS
 from flyaot.ops import pa_mqa_logits_fp4
 
 
@@ -44,8 +50,8 @@ def _check(out, kv, q, qs, w, cl, msl, next_n, weight_scale):
 # (heads, head_dim, page, next_n, contexts, max_seq_len, (block_k, num_warps) or None)
 CASES = [
     (16, 128, 64, 1, [100, 0, 257], 320, None),
-    (64, 128, 64, 2, [1, 300, 64], 320, None),           # next_n > ctx for batch 0
-    (128, 128, 128, 3, [2, 200], 256, None),
+    (64, 128, 64, 2, [1, 300, 64], 320, (256, 4)),       # next_n > ctx for batch 0; staged by override
+    (128, 128, 128, 3, [2, 200], 256, (256, 4)),
     (64, 256, 64, 4, [130, 3], 160, None),
     (16, 256, 128, 5, [4, 260], 300, None),
     (128, 256, 64, 8, [7, 90], 96, None),
@@ -110,3 +116,67 @@ def test_external_schedule_is_not_prefilled():
     ref = pa_mqa_logits_reference(q, qs, kv.kv_cache, kv.kv_scale, kv.block_tables, w, cl, msl)
     m = compare(out[:, :40], ref[:, :40], torch.ones(1, 40, dtype=torch.bool))
     assert passes(m), m
+
+
+# ------------------------------------------------------------------------------------------ direct path
+
+def _direct(kv, q, qs, w, cl, msl, next_n, variant, *, out=None, weight_scale=1.5):
+    """Launch one direct-path spec (variant forced) through the runtime, as the op would."""
+    s = P.check_inputs(q, qs, kv.kv_cache, kv.kv_scale, kv.block_tables, w, cl, msl, next_n,
+                       kv.kv_cache.shape[3], weight_scale)
+    assert P.takes_direct_path(s)
+    if out is None:
+        out = torch.full((len(cl) * next_n, msl), float("-inf"))
+    plan = P.direct_plan(s, msl, out=out, q_fp4=q, q_scale=qs, kv_cache=kv.kv_cache, kv_scale=kv.kv_scale,
+                         block_tables=kv.block_tables, weights=w, context_lens=cl, weight_scale=weight_scale,
+                         variant=variant)
+    assert (plan.params["block_k"], plan.params["weight_load"]) == variant
+    runtime.launch(plan)
+    return out
+
+
+# (heads, page, next_n, contexts, max_seq_len): one case per direct spec, each variant with several next_n.
+DIRECT_CASES = [
+    (64, 64, 1, [100, 0, 257], 320), (64, 128, 3, [2, 200, 129], 256),
+    (128, 64, 8, [7, 90], 96), (128, 128, 2, [1, 300, 64], 320),
+]
+
+
+@pytest.mark.parametrize("variant", DIRECT_VARIANTS, ids=[f"t{t}-{w}" for t, w in DIRECT_VARIANTS])
+@pytest.mark.parametrize("heads,page,next_n,ctx,msl", DIRECT_CASES,
+                         ids=[f"h{c[0]}-p{c[1]}-n{c[2]}" for c in DIRECT_CASES])
+def test_direct_every_spec(heads, page, next_n, ctx, msl, variant):
+    next_n = next_n if variant[0] == 32 else {1: 4, 3: 5, 8: 8, 2: 2}[next_n]     # spread next_n over variants
+    kv, q, qs, w, cl = _problem(heads * 3 + next_n + variant[0], ctx, next_n, heads, 128, page)
+    out = _direct(kv, q, qs, w, cl, msl, next_n, variant)
+    _check(out, kv, q, qs, w, cl, msl, next_n, 1.5)
+
+
+def test_direct_strided_pool_strided_out_and_context_past_max_seq_len():
+    """Shared-pool pages with a 64-bit-sized gap, a column slice of a wider output, and a context longer
+    than max_seq_len (the kernel stores no cell at or past max_seq_len)."""
+    ctx, next_n, msl = [150, 0, 200], 3, 160
+    kv, q, qs, w, cl = _problem(11, ctx, next_n, 128, 128, 64, pool_gap=160, table_width=5)
+    wide = torch.full((len(ctx) * next_n, msl + 24), 7.0)
+    out = wide[:, 8:8 + msl]
+    got = pa_mqa_logits_fp4(q, qs, kv.kv_cache, kv.kv_scale, kv.block_tables, w, cl, msl, next_n=next_n,
+                            out=out, weight_scale=0.5)
+    assert got.data_ptr() == out.data_ptr()
+    _check(out, kv, q, qs, w, cl, msl, next_n, 0.5)
+    assert (wide[:, :8] == 7.0).all() and (wide[:, 8 + msl:] == 7.0).all()
+
+
+def test_direct_grid_dispatch_scalar_weights_through_the_op(monkeypatch):
+    """17 sequences x 4096 columns: 2176 32-token CTAs > 1024 and 1088 64-token CTAs > 1024, so the op picks
+    the 64-token scalar-weight kernel; most CTAs start past their context and exit at once."""
+    plans = []
+    real = runtime.launch
+    monkeypatch.setattr(runtime, "launch", lambda plan, stream=None: (plans.append(plan), real(plan))[1])
+    ctx = [0, 70, 5, 130, 64, 1, 33, 96, 200, 2, 65, 128, 3, 150, 31, 80, 4]
+    kv, q, qs, w, cl = _problem(5, ctx, 2, 64, 128, 128)
+    out = pa_mqa_logits_fp4(q, qs, kv.kv_cache, kv.kv_scale, kv.block_tables, w, cl, 4096, next_n=2,
+                            kv_block_size=128)
+    (plan,) = plans
+    assert plan.params["path"] == "direct" and plan.grid == (64, 17, 1)
+    assert (plan.params["block_k"], plan.params["weight_load"]) == (64, "scalar")
+    _check(out, kv, q, qs, w, cl, 4096, 2, 1.0)

@@ -3,6 +3,8 @@ import pytest
 import torch
 
 from flyaot.kernel_defs.mqa_common import layouts
+from flyaot.kernel_defs.mqa_decode import plan as P
+from flyaot.kernel_defs.mqa_decode.geometry import direct_tile
 from flyaot.kernel_defs.mqa_decode.schedule import build_schedule
 from flyaot.ops import mqa_decode as op_module
 
@@ -105,3 +107,55 @@ def test_schedule_and_out_arguments():
         _call(a, dict(kw, block_k=64, num_warps=1))
     with pytest.raises(ValueError, match="max_seq_len"):
         _call(dict(a, max_seq_len=0), kw)
+
+
+# ------------------------------------------------------------------------------------------ dispatch
+
+def _plan_of(monkeypatch, a, kw):
+    plans = []
+    monkeypatch.setattr(op_module.runtime, "launch", lambda plan, stream=None: plans.append(plan))
+    _call(a, kw)
+    (plan,) = plans
+    return plan
+
+
+def test_dispatch_direct_only_for_internal_d128_h64_h128(monkeypatch):
+    for heads, page in ((64, 64), (128, 128)):
+        a, kw = _args(heads=heads, page=page)
+        plan = _plan_of(monkeypatch, a, kw)
+        assert plan.params["path"] == "direct" and plan.params["page_size"] == page
+        assert plan.grid == (-(-128 // 32), 2, 1) and plan.block == (128, 1, 1)
+        assert plan.args["next_n"] == 2 and plan.args["max_seq_len"] == 128
+    a, kw = _args()
+    ci, _ = build_schedule(a["context_lens"], 256, 4, 128, 2)
+    staged = [dict(cta_info=ci, total_ctas=4), dict(block_k=128, num_warps=2), dict(block_k=256),
+              dict(num_warps=4), dict(parallel_unit_num=4)]
+    for extra in staged:
+        assert _plan_of(monkeypatch, a, dict(kw, **extra)).params["path"] == "staged", extra
+    for heads, head_dim in ((32, 128), (96, 128), (64, 256)):
+        a, kw = _args(heads=heads, head_dim=head_dim)
+        assert _plan_of(monkeypatch, a, kw).params["path"] == "staged", (heads, head_dim)
+
+
+def test_direct_tile_follows_the_grid_size():
+    # 32-token tiles while B * ceil(max_seq_len / 32) <= 1024 CTAs, then 64-token tiles; scalar weight loads
+    # once even the 64-token grid exceeds 1024 CTAs (the seed's shapes: 2x512, 1x32K -> 32; 1x64K -> 64).
+    assert direct_tile(2, 512) == (32, False)
+    assert direct_tile(1, 32768) == (32, False)
+    assert direct_tile(1, 32769) == (64, False)
+    assert direct_tile(1, 65536) == (64, False)
+    assert direct_tile(1, 65537) == (64, True)
+    assert direct_tile(32, 1024) == (32, False)
+    assert direct_tile(33, 1024) == (64, False)
+    assert direct_tile(32, 32768) == (64, True)
+    assert direct_tile(16, 4352) == (64, True)
+
+
+def test_direct_variant_override_is_checked():
+    a, kw = _args()
+    s = P.check_inputs(*a.values(), kw["next_n"], kw["kv_block_size"], 1.0)
+    out = torch.empty(4, 128)
+    with pytest.raises(ValueError, match="variant"):
+        P.direct_plan(s, 128, out=out, q_fp4=a["q_fp4"], q_scale=a["q_scale"], kv_cache=a["kv_cache"],
+                      kv_scale=a["kv_scale"], block_tables=a["block_tables"], weights=a["weights"],
+                      context_lens=a["context_lens"], weight_scale=1.0, variant=(32, "scalar"))

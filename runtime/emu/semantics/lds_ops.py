@@ -25,6 +25,7 @@ def _check(w, ins, addr: np.ndarray, nbytes: int):
 
 def _lds_load(w, ins, addr: np.ndarray, nbytes: int) -> np.ndarray:
     """uint8 [n, nbytes] at the given byte addresses (of active lanes)."""
+    addr = _wrap(addr)
     _check(w, ins, addr, nbytes)
     w.counters.lds_bytes_read += addr.size * nbytes
     if nbytes % 4 == 0 and not (addr & 3).any():
@@ -36,6 +37,7 @@ def _lds_load(w, ins, addr: np.ndarray, nbytes: int) -> np.ndarray:
 
 def _lds_store(w, ins, addr: np.ndarray, data: np.ndarray):
     """Store uint8 [n, nbytes] rows; a later lane wins when addresses collide (lane order)."""
+    addr = _wrap(addr)
     nbytes = data.shape[1]
     _check(w, ins, addr, nbytes)
     w.counters.lds_bytes_written += addr.size * nbytes
@@ -55,6 +57,11 @@ _WRITE = {"b8": (1, None), "b16": (2, None), "b32": (4, None), "b64": (8, None),
 
 def _vaddr(w, ins, op_index=0):
     return w.read(ins.src[op_index], 1)[0].astype(np.int64)
+
+
+def _wrap(addr: np.ndarray) -> np.ndarray:
+    """LDS addresses are 32-bit: vaddr + offset wraps (LLVM folds offsets onto bases it knows wrap)."""
+    return addr & 0xFFFFFFFF
 
 
 @handles(*(f"ds_read_{s}" for s in _READ))
@@ -137,7 +144,7 @@ def _ds_atomic(w, ins):
     fn = _ATOM[name]
     dt = np.float32 if name.endswith("f32") else np.int32 if name.endswith("i32") else np.uint32
     m = w.exec
-    addr = (_vaddr(w, ins) + _off(ins))[m]
+    addr = _wrap(_vaddr(w, ins) + _off(ins))[m]
     _check(w, ins, addr, 4)
     data_op = ins.src[1]
     src = w.read(data_op, 1)[0][m].view(dt)
