@@ -59,7 +59,7 @@ def finish_entry(spec, spec_id: str, build: dict):
     return make_entry(spec, spec_id, build, co), None
 
 
-def build(specs, *, out, cache_dir=None, jobs=None, timeout=300.0) -> BuildReport:
+def build(specs, *, out, cache_dir=None, jobs=None, timeout=120.0) -> BuildReport:
     t0 = time.monotonic()
     linker = toolchain.find_linker()
     toolkit = toolchain.prepare_toolkit(linker)

@@ -78,7 +78,7 @@ def main(argv=None) -> int:
     b.add_argument("--shard", metavar="i/n")
     b.add_argument("--out", default=str(PACKAGE_STORE))
     b.add_argument("--cache", default=None, help="build cache dir (default $FLYAOT_BUILD_CACHE or ~/.cache/flyaot)")
-    b.add_argument("--timeout", type=float, default=float(os.environ.get("FLYAOT_BUILD_TIMEOUT", "300")),
+    b.add_argument("--timeout", type=float, default=float(os.environ.get("FLYAOT_BUILD_TIMEOUT", "120")),
                    help="seconds per spec")
     b.set_defaults(fn=_cmd_build)
     m = sub.add_parser("merge", help="join shard stores into one")

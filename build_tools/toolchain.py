@@ -22,6 +22,12 @@ log = logging.getLogger("flyaot.build")
 TARGET_ARCH = "gfx950"
 
 
+# First line after the shebang of the wrapper we write: a candidate carrying it is one of our own
+# toolkit folders (say ROCM_PATH was inherited from a process that ran setup_process_env), and
+# choosing it would make the wrapper exec itself forever.
+WRAPPER_MARK = "# flyaot toolkit wrapper"
+
+
 class ToolchainError(RuntimeError):
     pass
 
@@ -68,12 +74,22 @@ def _candidates():
         pass
 
 
+def _is_our_wrapper(path: str) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.read(256).split(b"\n")[1:2] == [WRAPPER_MARK.encode()]
+    except OSError:
+        return False
+
+
 def find_linker() -> Linker:
     """The first candidate that runs and is LLD >= 17 (gfx950 support); else one clear error."""
     tried = []
     for origin, cmd in _candidates():
         if origin != "ziglang" and not (cmd[0] and os.access(cmd[0], os.X_OK)):
             tried.append(f"{origin}: {cmd[0]} (not found)")
+            continue
+        if origin != "ziglang" and _is_our_wrapper(cmd[0]):
             continue
         version = _lld_version(cmd)
         major = int(version.split()[1].split(".")[0]) if version else 0
@@ -100,7 +116,8 @@ def prepare_toolkit(linker: Linker, root: pathlib.Path = None) -> pathlib.Path:
     root = pathlib.Path(root or default_toolkit_dir())
     bindir = root / "llvm" / "bin"
     bindir.mkdir(parents=True, exist_ok=True)
-    script = "#!/bin/sh\nexec " + " ".join(shlex.quote(c) for c in linker.command) + ' "$@"\n'
+    script = (f"#!/bin/sh\n{WRAPPER_MARK}\nexec " + " ".join(shlex.quote(c) for c in linker.command)
+              + ' "$@"\n')
     target = bindir / "ld.lld"
     if not target.exists() or target.read_text() != script:
         tmp = bindir / f".ld.lld.{os.getpid()}"

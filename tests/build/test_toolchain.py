@@ -42,3 +42,17 @@ def test_toolkit_folder_runs_the_found_linker(tmp_path):
     assert out.returncode == 0 and "LLD" in out.stdout
     env = toolchain.flydsl_env(root)
     assert env["ROCM_PATH"] == str(root) and env["COMPILE_ONLY"] == "1" and env["ARCH"] == "gfx950"
+
+
+def test_inherited_rocm_path_to_our_own_toolkit_is_not_chosen(monkeypatch, tmp_path):
+    # A process that ran setup_process_env exports ROCM_PATH=<toolkit>; its children must look past
+    # the wrapper there, or the wrapper would be rewritten to exec itself and every link would hang.
+    real = toolchain.find_linker()
+    root = toolchain.prepare_toolkit(real, tmp_path / "tk")
+    monkeypatch.setenv("ROCM_PATH", str(root))
+    found = toolchain.find_linker()
+    assert found.command == real.command
+    toolchain.prepare_toolkit(found, root)
+    out = subprocess.run([str(root / "llvm" / "bin" / "ld.lld"), "--version"], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0 and "LLD" in out.stdout
