@@ -147,14 +147,17 @@ def sum_over_lane_groups(parts):
     raise ValueError(f"sum_over_lane_groups: {len(parts)} registers (2 or 4 supported)")
 
 
-def scalar_load(ptr, dword_index, count: int, byte_offset=None):
+def scalar_load(ptr, dword_index, count: int, byte_offset=None, num_records=None):
     """s_buffer_load_dword{,x4} of wave-uniform data at dword `dword_index` of global `ptr` + `byte_offset`
-    (Int64, wave-uniform; folded into the descriptor base in 64-bit arithmetic).
+    (Int64, wave-uniform; folded into the descriptor base in 64-bit arithmetic). `num_records` bytes
+    bound the access as in buffer_rsrc (out-of-range dwords read 0).
 
     Returns a list of `count` Int32 scalars.
     """
     base = ptr if byte_offset is None else fx.add_offset(ptr, byte_offset)
-    v = rocdl.s_buffer_load(rocdl.make_buffer_ptr(base), dword_index, count=count)
+    if num_records is not None and not isinstance(num_records, Int64):
+        num_records = Int64(num_records)
+    v = rocdl.s_buffer_load(rocdl.make_buffer_ptr(base, num_records_bytes=num_records), dword_index, count=count)
     return [v] if count == 1 else [Int32(fx.Vector(v)[i]) for i in range(count)]
 
 

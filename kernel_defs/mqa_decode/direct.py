@@ -38,9 +38,11 @@ def _scale_dwords(g: Direct):
     return offsets, [(offsets.index((NTILE * j) % quarter), (NTILE * j) // quarter) for j in range(g.n_tiles)]
 
 
-def _vector_weights(weights, byte_base, grp, m_tiles):
-    """Per lane, the bf16 pairs of heads 16u + 4*grp + {0,1} and {2,3} (u < m_tiles): one 8-byte load per u."""
-    rs = B.buffer_rsrc(weights, byte_base)
+def _vector_weights(weights, byte_base, nbytes, grp, m_tiles):
+    """Per lane, the bf16 pairs of heads 16u + 4*grp + {0,1} and {2,3} (u < m_tiles): one 8-byte load per u.
+
+    weights + byte_base is the wave's first head of the row; nbytes bounds the loads (0: none)."""
+    rs = B.buffer_rsrc(weights, byte_base, nbytes)
     w = []
     for u in range_constexpr(m_tiles):
         pair = fx.Vector(B.buffer_load(rs, (Int32(16 * u) + grp * Int32(4)) * Int32(2), 2))
@@ -48,17 +50,25 @@ def _vector_weights(weights, byte_base, grp, m_tiles):
     return w
 
 
-def _scalar_weights(weights, byte_base, grp, m_tiles):
-    """As _vector_weights, but the wave's 16*m_tiles weights arrive through scalar loads (SGPRs) and each
-    lane picks its group's dwords with selects: no vector-memory traffic for the weights."""
+def _scalar_weights(weights, byte_base, nbytes, grp, m_tiles):
+    """The wave's 16*m_tiles weights of the row through scalar loads: 8*m_tiles SGPR dwords, no vector-memory
+    traffic. They stay scalar until `_lane_weights` picks each lane group's dwords right before use."""
     sw = []
     for k in range_constexpr(m_tiles * 2):
-        sw += B.scalar_load(weights, Int32(4 * k), 4, byte_base)
+        sw += B.scalar_load(weights, Int32(4 * k), 4, byte_base, nbytes)
+    return sw
+
+
+def _lane_weights(sw, grp, m_tiles):
+    """Per lane, from the scalar dwords: the pairs _vector_weights would load (dword 8u + 2*grp + p holds
+    heads 16u + 4*grp + 2p and 2p + 1)."""
     w = []
     for u in range_constexpr(m_tiles):
-        for p in range_constexpr(2):          # dword 8u + 2*grp + p holds heads 16u + 4*grp + 2p, +1
+        for p in range_constexpr(2):
             c = [sw[8 * u + 2 * k + p] for k in range(4)]
-            w.append((grp == Int32(3)).select(c[3], (grp == Int32(2)).select(c[2], (grp == Int32(1)).select(c[1], c[0]))))
+            pick = (grp == Int32(1)).select(c[1], c[0])
+            pick = (grp == Int32(2)).select(c[2], pick)
+            w.append((grp == Int32(3)).select(c[3], pick))
     return w
 
 
@@ -99,24 +109,29 @@ def direct_kernel(g: Direct, name: str):
             n_first = arith.max(t0 + next_n - ctx, Int32(0))
             b_row = b * next_n
 
-            def row_inputs(n):
-                """Row n's Q fragments, Q-scale dword (m-tile u at byte u) and weights of this wave's heads."""
+            def row_inputs(n, live=None):
+                """Row n's Q fragments, Q-scale dword (m-tile u at byte u) and weights of this wave's heads.
+
+                With `live` false every load is out of range (zero-sized resources): nothing is read."""
+                def size(nbytes):
+                    return nbytes if live is None else live.select(Int32(nbytes), Int32(0))
                 row = Int64(b_row + n)
-                q_rs = B.buffer_rsrc(q, row * Int64(Q_ROW) + Int64(wave * Int32(WAVE_Q)))
+                q_rs = B.buffer_rsrc(q, row * Int64(Q_ROW) + Int64(wave * Int32(WAVE_Q)), size(WAVE_Q))
                 qa = [B.buffer_load(q_rs, (Int32(16 * u) + r) * Int32(64) + grp * Int32(16), 4)
                       for u in range_constexpr(MH)]
-                qs_rs = B.buffer_rsrc(q_scale, row * Int64(QS_ROW))
+                qs_rs = B.buffer_rsrc(q_scale, row * Int64(QS_ROW), size(QS_ROW))
                 first = wave * Int32(MH)
-                qs = Int32(B.buffer_load(qs_rs, (grp * Int32(16) + r) * Int32(QS_PAD) + (first >> Int32(2)) * Int32(4), 1))
+                qs_off = (grp * Int32(16) + r) * Int32(QS_PAD) + (first >> Int32(2)) * Int32(4)
+                qs = Int32(B.buffer_load(qs_rs, qs_off, 1))
                 qs = qs >> ((first & Int32(3)) * Int32(8)) if MH < 4 else qs
-                w = load_weights(weights, row * Int64(W_ROW) + Int64(wave * Int32(WAVE_W)), grp, MH)
+                w = load_weights(weights, row * Int64(W_ROW) + Int64(wave * Int32(WAVE_W)), size(WAVE_W), grp, MH)
                 return qa + [qs] + w
 
             def score(n, inputs):
                 """Write this wave's per-token partial sums of row n to LDS."""
                 qa, qs, wd = inputs[:MH], inputs[MH], inputs[MH + 1:]
                 wf = []
-                for d in wd:
+                for d in (_lane_weights(wd, grp, MH) if g.scalar_weights else wd):
                     wf += list(B.bf16x2_to_f32(d))
                 parts = []
                 for j in range_constexpr(NT):
@@ -135,7 +150,7 @@ def direct_kernel(g: Direct, name: str):
 
             for n, state in range(n_first, next_n, 1, init=row_inputs(n_first)):
                 ni = Int32(n)
-                nxt = row_inputs(arith.min(ni + Int32(1), next_n - Int32(1)))
+                nxt = row_inputs(ni + Int32(1), ni + Int32(1) < next_n)
                 score(ni, list(state))
                 yield nxt
             gpu.barrier()

@@ -17,7 +17,7 @@ import numpy as np
 
 from .counters import CLASSES, Counters, classify
 from .memory import Memory
-from .semantics import HANDLERS
+from .semantics import HANDLERS, handler_for
 from .semantics.salu_ops import WaveYield
 from .wave import EmuError, LANES, Wave
 
@@ -29,12 +29,13 @@ def _unimplemented(w, ins):
 
 
 class Prepared:
-    """Per-program tables built once: handler, fall-through address and class per instruction."""
+    """Per-program tables built once: handler (specialized where possible), fall-through address
+    and class per instruction."""
 
     def __init__(self, program):
         self.program = program
         self.instrs = list(program.instrs)
-        self.handlers = [HANDLERS.get(i.op, _unimplemented) for i in self.instrs]
+        self.handlers = [handler_for(i) or _unimplemented for i in self.instrs]
         self.next_pc = [i.addr + i.size for i in self.instrs]
         self.index = {i.addr: k for k, i in enumerate(self.instrs)}
         self.cls = [CLASSES.index(classify(i.enc, i.op)) for i in self.instrs]

@@ -12,16 +12,21 @@ Layouts (M = N = 16 or 32; g = lane // M is the lane group, r = lane % M):
 - f8f6f4 (v_mfma[_scale]_f32_16x16x128_f8f6f4, _32x32x64_): 32 elements per lane, stored
   as 8 dwords (FP8/BF8, one byte each), 6 dwords (FP6/BF6, 6-bit fields, element i at bits
   [6i, 6i+6)) or 4 dwords (FP4, element 2i in the low nibble of byte i).
-    FP4:           K = 32*g + e                                (e = element 0..31)
-    FP8/BF8, FP6:  K = (e // 16) * K/2 + 16*g + e % 16
+    FP4, FP6/BF6:  K = 32*g + e                                (e = element 0..31)
+    FP8/BF8:       K = (e // 16) * K/2 + 16*g + e % 16
   FP4 and the 32x32x64 FP8 case follow AMD's "Matrix Core Programming on CDNA3 and CDNA4"
   (salykova.github.io) and aiter op_tests/opus/device/test_mxfp.cu; the 16x16x128 FP8 case
   follows triton's scaled-MFMA operand layout (kWidth 16) and the A-fragment layout of an
   aiter/opus MXFP8 flatmm run with per-32 scales (make_layout_ra_mxsk: [2][lane quarter][16]).
   aiter's opus test loads 16x16x128 FP8 as K = 32*(e//8) + 8*g + e%8 instead, but with one
   uniform scale, where any K order shared by A and B gives the same result.
-  FP6 is taken to pack like FP8 (triton's comment "for mxfp6/mxfp8 there are 2
-  16-consecutive elements blocks"); no hardware-tested source was found for FP6.
+  FP6/BF6 pack like FP4 (one contiguous run of 32 K per lane group), not like FP8: FlyDSL's
+  mxfp4_preshuffle a6w4 GEMM (AMD-validated on MI355X) loads for lane group g the 32 packed
+  FP6 values of K = 32g..32g+31 into the 6 operand dwords, and run through this emulator it
+  matches its reference exactly only with this rule (5 configurations, ~108k outputs; the
+  FP8-like split gives cosine 0.22). That was 16x16x128 with cbsz=2 (E2M3); BF6 (cbsz/blgp=3)
+  shares the packing. For 32x32x64 the FP6/BF6 rule is inferred by analogy with FP4 (which is
+  contiguous in both shapes), not checked against hardware-validated code.
 - cbsz/abid/blgp of the bf16/f16 forms broadcast A / permute B lanes (broadcast_lanes); on
   the f8f6f4 forms cbsz/blgp select the operand formats instead.
 - Scales: one E8M0 byte per lane and operand. The scale of A's (row r, K-block kb) is held by
@@ -82,7 +87,7 @@ def f8f6f4_gather(m: int, fmt_name: str) -> np.ndarray:
     lane = LANE[:, None]
     e = np.arange(32)[None, :]
     g = lane // m
-    if fmt_name == FP4.name:
+    if fmt_name in (FP4.name, FP6.name, BF6.name):
         kk = 32 * g + e
     else:
         kk = (e // 16) * (k // 2) + 16 * g + e % 16

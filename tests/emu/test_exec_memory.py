@@ -56,6 +56,44 @@ def test_buffer_dwordx4_range_checked_per_component_and_ubyte():
     assert (w.vgpr[4:8, 3:] == 0).all()
 
 
+@pytest.mark.parametrize("op,nbytes,stride", [("buffer_load_dword", 4, 4),
+                                               ("buffer_load_dwordx3", 12, 16),
+                                               ("buffer_load_dwordx4", 16, 16)])
+def test_buffer_load_to_lds(op, nbytes, stride):
+    # ISA rule: lane l's data goes to LDS byte M0 + inst_offset + l * stride (stride 4 for
+    # dword, 16 for the gfx950 dwordx3/x4 forms); per-dword range check as for VGPR loads, an
+    # out-of-range dword is stored as 0; EXEC-off lanes store nothing; no VGPR is written.
+    src = torch.arange(1000, dtype=torch.int32) + 7
+    w = wave(_mem(src), lds_bytes=2048)
+    w.lds[:] = 0xAB
+    nrec = 4 * 150
+    _vsharp(w, 4, src.data_ptr(), nrec)
+    voff = (L * 12).astype(np.uint32)
+    w.vgpr[0] = voff
+    w.sgpr[9] = 8                                   # soffset: shifts the address, not the check
+    w.m0 = 96
+    w.exec[5] = w.exec[40] = False
+    before = w.vgpr.copy()
+    run(w, ins(op, [], [v(0), s(4, 4), s(9)], offen=1, offset=20, lds=1))
+    assert (w.vgpr == before).all()
+    want = np.full(2048, 0xAB, dtype=np.uint8)
+    for lane in range(64):
+        if lane in (5, 40):
+            continue
+        for d in range(nbytes // 4):
+            rel = int(voff[lane]) + 20 + 4 * d
+            val = (rel + 8) // 4 + 7 if rel + 4 <= nrec else 0
+            at = 96 + 20 + lane * stride + 4 * d
+            want[at:at + 4] = np.frombuffer(np.uint32(val).tobytes(), np.uint8)
+    assert (w.lds == want).all()
+
+
+def test_buffer_load_to_lds_sub_dword_is_refused():
+    w = wave(_mem(torch.zeros(16, dtype=torch.int32)), lds_bytes=1024)
+    with pytest.raises(EmuError, match="lds"):
+        run(w, ins("buffer_load_ubyte", [], [v(0), s(4, 4), c(0)], offen=1, lds=1))
+
+
 def test_global_load_store_saddr_and_widths():
     x = torch.arange(256, dtype=torch.int16)
     y = torch.zeros(64, dtype=torch.int64)

@@ -97,9 +97,15 @@ def f8f6f4_k(fmt: int, m: int, lane: int, e: int) -> int:
     """K index of element e (0..31) of `lane` for an f8f6f4 operand."""
     g = lane // m
     K = 128 if m == 16 else 64
-    if fmt == 4:                             # FP4: 32 consecutive K per lane
+    if fmt in (2, 3, 4):
+        # FP4 and FP6/BF6: 32 consecutive K per lane group. For FP6 the evidence is FlyDSL's
+        # MI355X-validated mxfp4_preshuffle a6w4 GEMM: lane group g loads bytes
+        # [kh*128 + 32g, +32) of a K-major A row (32 FP6 values packed into 24 bytes, padded
+        # to 32) and feeds those 24 bytes (K = 32g..32g+31 of that 128-K half) as the 6
+        # operand dwords; run through the emulator it is exact only with this rule.
+        # Only 16x16x128 is hardware-backed; 32x32x64 follows the same rule by analogy.
         return 32 * g + e
-    return (e // 16) * (K // 2) + 16 * g + e % 16     # FP8/FP6: two runs of 16
+    return (e // 16) * (K // 2) + 16 * g + e % 16     # FP8/BF8: two runs of 16
 
 
 def place_f8f6f4(codes: np.ndarray, fmt: int) -> np.ndarray:

@@ -298,6 +298,69 @@ def test_cvt_pk_bf16_f32_and_back():
     assert (w.vgpr[4] == 0xBF800000).all()
 
 
+def ref_f16(x: float) -> int:
+    """IEEE binary16 bits of x, round to nearest even, by exact rational arithmetic."""
+    sign = 0x8000 if math.copysign(1, x) < 0 else 0
+    if math.isnan(x):
+        return 0x7E00
+    if math.isinf(x):
+        return sign | 0x7C00
+    a = Fraction(abs(x))
+    if a == 0:
+        return sign
+    e = a.numerator.bit_length() - a.denominator.bit_length()
+    if Fraction(2) ** e > a:
+        e -= 1
+    e = max(e, -14)                                  # subnormals share the exponent of 2^-14
+    q = a / Fraction(2) ** (e - 10)
+    n = math.floor(q)
+    if q - n > Fraction(1, 2) or (q - n == Fraction(1, 2) and n % 2):
+        n += 1
+    if n == 2048:
+        e, n = e + 1, 1024
+    if e > 15:
+        return sign | 0x7C00
+    return sign | (n if n < 1024 else ((e + 15) << 10) | (n - 1024))
+
+
+def test_cvt_pk_f16_f32_rounding_and_modifiers():
+    rng = np.random.default_rng(5)
+    s0 = rng.integers(0, 1 << 32, 64, dtype=np.uint64).astype(np.uint32)
+    s1 = rng.integers(0, 1 << 32, 64, dtype=np.uint64).astype(np.uint32)
+    # exponents spread over the f16 range, its subnormals, overflow and underflow
+    for v in (s0, s1):
+        v &= np.uint32(0x807FFFFF)
+        v |= (rng.integers(98, 146, 64).astype(np.uint32) << np.uint32(23))
+    ties = [1 + 2 ** -11, 1 + 3 * 2 ** -11, 2 ** -25, 3 * 2 ** -25, 65520.0, 65519.0, -0.0, 2049.0]
+    s0[:len(ties)] = N.f32_bits(np.array(ties, np.float32))
+    s1[:3] = [0x7F800001, 0x7F800000, 0xFF800000]   # sNaN, +inf, -inf
+    w = Wave()
+    w.vgpr[1], w.vgpr[2] = s0, s1
+    w.vgpr[3] = 0xDEADBEEF
+    w.exec[9] = False
+    run("v_cvt_pk_f16_f32", [V(3)], [V(1), V(2)], w)
+    with np.errstate(invalid="ignore"):            # widening the signalling NaN
+        f0, f1 = N.bits_f32(s0).astype(float), N.bits_f32(s1).astype(float)
+    for lane in range(64):
+        got = int(w.vgpr[3, lane])
+        if lane == 9:
+            assert got == 0xDEADBEEF
+            continue
+        lo, hi = got & 0xFFFF, got >> 16
+        assert lo == ref_f16(f0[lane]), (lane, f0[lane], hex(lo))
+        if math.isnan(f1[lane]):
+            assert hi & 0x7E00 == 0x7E00            # a quiet NaN
+        else:
+            assert hi == ref_f16(f1[lane]), (lane, f1[lane], hex(hi))
+    # abs on S0, neg on S1, clamp to [0, 1]
+    w.vgpr[1] = N.f32_bits(np.full(64, -0.3, np.float32))
+    w.vgpr[2] = N.f32_bits(np.full(64, -7.0, np.float32))
+    run("v_cvt_pk_f16_f32", [V(3)], [V(1), V(2)], w, abs=0b01, neg=0b10)
+    assert (w.vgpr[3][w.exec] == (ref_f16(7.0) << 16 | ref_f16(float(np.float32(0.3))))).all()
+    run("v_cvt_pk_f16_f32", [V(3)], [V(1), V(2)], w, neg=0b01, clamp=1)
+    assert (w.vgpr[3][w.exec] == (ref_f16(0.0) << 16 | ref_f16(float(np.float32(0.3))))).all()
+
+
 def test_cvt_fp8_plain_conversions():
     w = Wave()
     w.vgpr[1] = N.f32_bits(np.full(64, 464.0, np.float32))   # tie 448 / (480 = NaN slot) -> 448

@@ -8,7 +8,7 @@ src0_sel/src1_sel (ints as encoded or llvm's names) and src0_sext/src1_sext.
 """
 import numpy as np
 
-from ..wave import EmuError, LANES
+from ..wave import EmuError, LANES, N_SGPR, N_VGPR
 
 LANE = np.arange(LANES)
 U64_32 = np.uint64(32)
@@ -273,3 +273,76 @@ def write_u16(w, ins, vals, dst: int = 0):
         old = w.read(ins.dst[dst], 1)[0]
         v = (old & np.uint32(0xFFFF)) | (v << np.uint32(16))
     write_u32(w, ins, v, dst)
+
+
+# ----- specialization helpers (see semantics/__init__.py, SPECIALIZERS) -----
+_INERT_MODS = {"suffix"}        # printed-form detail with no effect on values
+
+
+def plain(ins, allowed=()) -> bool:
+    """True when no modifier that changes values is set on `ins` (abs/neg/clamp/omod/op_sel,
+    DPP, SDWA ...), apart from the keys in `allowed`."""
+    for k, v in ins.mods.items():
+        if v and k not in _INERT_MODS and k not in allowed:
+            return False
+    return True
+
+
+def fast_src(op, dtype=None):
+    """w -> the 32-bit lanes of source operand `op` viewed as `dtype`: a [64] view of a VGPR/AGPR
+    row, or a [1] array (broadcasting like the general path's [64] copy) for an SGPR, inline
+    constant or literal. None for operands that need the general path."""
+    k, i = op.kind, op.index
+    if op.count != 1:
+        return None
+    if k == "vgpr":
+        if dtype is None:
+            return lambda w: w.vgpr[i]
+        return lambda w: w.vgpr[i].view(dtype)
+    if k == "agpr":
+        if dtype is None:
+            return lambda w: w.vgpr[w.agpr_base + i]
+        return lambda w: w.vgpr[w.agpr_base + i].view(dtype)
+    if k == "sgpr" and i < N_SGPR:
+        if dtype is None:
+            return lambda w: w.sgpr[i:i + 1]
+        return lambda w: w.sgpr[i:i + 1].view(dtype)
+    if k in ("const", "literal"):
+        c = np.array([op.value & 0xFFFFFFFF], dtype=np.uint32)
+        if dtype is not None:
+            c = c.view(dtype)
+        c.flags.writeable = False
+        return lambda w: c
+    return None
+
+
+def fast_vgpr_row(op):
+    """Register-file row of a single VGPR/AGPR destination as a function of the wave, or None."""
+    if op.count != 1:
+        return None
+    i = op.index
+    if op.kind == "vgpr" and i < N_VGPR:
+        return lambda w: i
+    if op.kind == "agpr":
+        return lambda w: w.agpr_base + i
+    return None
+
+
+def fast_dst32(op, typ: str):
+    """(w, result) -> None writing a 32-bit result of type typ ('u32'/'b32'/'i32'/'f32') to the
+    VGPR/AGPR `op` under EXEC, converting exactly as write_u32 does; None if not a single
+    vector register."""
+    if op.count != 1 or op.kind not in ("vgpr", "agpr"):
+        return None
+    i = op.index
+    if op.kind == "vgpr" and i >= N_VGPR:
+        return None
+    agpr = op.kind == "agpr"
+    to = {"f32": np.float32, "i32": np.int32}.get(typ, np.uint32)
+
+    def put(w, r):
+        r = np.asarray(r)
+        if r.dtype != to:
+            r = r.astype(to)
+        np.copyto(w.vgpr[w.agpr_base + i if agpr else i], r.view(np.uint32), where=w.exec)
+    return put

@@ -12,10 +12,11 @@ from functools import lru_cache
 
 import numpy as np
 
-from . import handles
-from .common import mbit, src_f32, src_raw, write_mask, write_u16, write_u32, f32_post
+from . import handles, specializes
+from .common import f32_post, fast_dst32, mbit, plain, src_f32, src_raw, write_mask, write_u16, \
+    write_u32
 from ..numerics import BF6, BF8, FP4, FP6, FP8, bits_f32, bf16_to_f32, f16_to_f32, \
-    f32_exponent, f32_to_bf16, fp4_unpack, fp6_pack, fp6_unpack, scaled_decode, \
+    f32_exponent, f32_to_bf16, f32_to_f16, fp4_unpack, fp6_pack, fp6_unpack, scaled_decode, \
     scaled_encode, to_bf16, to_f16, to_f32
 from ..wave import EmuError, LANES
 
@@ -74,6 +75,38 @@ def _insert(w, ins, field: np.ndarray, shift: int, width: int) -> None:
 def cvt_pk_bf16_f32(w, ins):
     h = f32_to_bf16(np.stack([src_f32(w, ins, 0), src_f32(w, ins, 1)], axis=1))
     write_u32(w, ins, h.view(np.uint32)[:, 0])         # lane's (S0, S1) halves = one dword
+
+
+@specializes("v_cvt_pk_bf16_f32")
+def _fast_cvt_pk_bf16_f32(ins):
+    # both sources in vector registers: one [2, 64] gather, then f32_to_bf16's rounding
+    a, b = ins.src[:2] if len(ins.src) == 2 else (None, None)
+    put = fast_dst32(ins.dst[0], "u32")
+    if not plain(ins) or put is None or a.kind != "vgpr" or b.kind != "vgpr" or \
+            a.count != 1 or b.count != 1:
+        return None
+    rows = [a.index, b.index]
+
+    def run(w, ins):
+        u = w.vgpr[rows]
+        r = (u + ((u >> _U(16)) & _U(1)) + _U(0x7FFF)) >> _U(16)
+        nan = (u & _U(0x7FFFFFFF)) > _U(0x7F800000)
+        if nan.any():
+            r = np.where(nan, (u >> _U(16)) | _U(0x0040), r)
+        put(w, r[0] | (r[1] << _U(16)))
+    return run
+
+
+@handles("v_cvt_pk_f16_f32")
+def cvt_pk_f16_f32(w, ins):
+    # D = f16(S0) | f16(S1) << 16, each rounded to nearest even (overflow -> inf, NaN -> quiet
+    # NaN). clamp commutes with the rounding ([0, 1] ends are exact in f16); omod would not.
+    if ins.mods.get("omod"):
+        raise EmuError(f"{ins.op}: omod is not implemented")
+    x = f32_post(np.stack([src_f32(w, ins, 0), src_f32(w, ins, 1)], axis=1), ins.mods)
+    h = f32_to_f16(x)
+    h = np.where(np.isnan(x), h | np.uint16(0x0200), h)
+    write_u32(w, ins, np.ascontiguousarray(h).view(np.uint32)[:, 0])
 
 
 @handles("v_cvt_f32_bf16")

@@ -35,7 +35,7 @@ def _lds_load(w, ins, addr: np.ndarray, nbytes: int) -> np.ndarray:
     return w.lds[addr[:, None] + np.arange(nbytes)]
 
 
-def _lds_store(w, ins, addr: np.ndarray, data: np.ndarray):
+def lds_store(w, ins, addr: np.ndarray, data: np.ndarray):
     """Store uint8 [n, nbytes] rows; a later lane wins when addresses collide (lane order)."""
     addr = _wrap(addr)
     nbytes = data.shape[1]
@@ -101,7 +101,7 @@ def _ds_write(w, ins):
     nbytes, d16 = _WRITE[ins.op[len("ds_write_"):]]
     m = w.exec
     addr = (_vaddr(w, ins) + _off(ins))[m]
-    _lds_store(w, ins, addr, _data_bytes(w, ins.src[1], nbytes, m, d16))
+    lds_store(w, ins, addr, _data_bytes(w, ins.src[1], nbytes, m, d16))
 
 
 def _pair_scale(op: str) -> tuple[int, int]:
@@ -127,7 +127,7 @@ def _ds_write2(w, ins):
     m = w.exec
     base = _vaddr(w, ins)[m]
     for k, key in ((1, "offset0"), (2, "offset1")):
-        _lds_store(w, ins, base + _off(ins, key) * unit, _data_bytes(w, ins.src[k], nb, m))
+        lds_store(w, ins, base + _off(ins, key) * unit, _data_bytes(w, ins.src[k], nb, m))
 
 
 # ---- LDS atomics (lane order) ----

@@ -8,10 +8,11 @@ documented to about 1 ulp, so results may differ from silicon in the last bit.
 """
 import numpy as np
 
-from ..wave import EmuError, LANES
-from . import handles
-from .common import (M32, U64_32, f32_post, mbit, src_f16, src_f32, src_f64, src_u16,
-                     src_u32, src_u64, write_mask, write_u16, write_u32, write_u64)
+from ..wave import EmuError, LANES, N_SGPR
+from . import handles, specializes
+from .common import (M32, U64_32, f32_post, fast_dst32, fast_src, mbit, plain, src_f16, src_f32,
+                     src_f64, src_u16, src_u32, src_u64, write_mask, write_u16, write_u32,
+                     write_u64)
 
 u32, i32, u64, i64, f32, f64 = np.uint32, np.int32, np.uint64, np.int64, np.float32, np.float64
 _popcount = getattr(np, "bitwise_count", None)
@@ -64,28 +65,58 @@ def _generic(w, ins):
     _write(w, ins, dst_t, fn(*args))
 
 
+_T32 = {"u32": None, "b32": None, "i32": i32, "f32": f32}
+
+
+def _fast_generic(ins):
+    """A table op on plain 32-bit operands: sources read as views, no modifier handling."""
+    dst_t, src_ts, fn = SPECS[ins.op]
+    if dst_t not in _T32 or len(ins.dst) != 1 or len(ins.src) != len(src_ts) or not plain(ins):
+        return None
+    rd = [fast_src(o, _T32[t]) if t in _T32 else None for o, t in zip(ins.src, src_ts)]
+    put = fast_dst32(ins.dst[0], dst_t)
+    if put is None or None in rd:
+        return None
+    if len(rd) == 1:
+        r0, = rd
+        return lambda w, ins: put(w, fn(r0(w)))
+    if len(rd) == 2:
+        r0, r1 = rd
+        return lambda w, ins: put(w, fn(r0(w), r1(w)))
+    if len(rd) == 3:
+        r0, r1, r2 = rd
+        return lambda w, ins: put(w, fn(r0(w), r1(w), r2(w)))
+    return None
+
+
 def op(names, dst_t, src_ts, fn):
     for n in names.split():
         SPECS[n] = (dst_t, tuple(src_ts.split()), fn)
         handles(n)(_generic)
+        specializes(n)(_fast_generic)
+
+
+_LOW28 = u64(0x0FFFFFFF)
 
 
 def _fma32(a, b, c):
-    """Fused f32 a*b+c with one rounding: exact product in f64, round-to-odd sum, then to f32."""
-    a, b, c = (np.asarray(x, dtype=f64) for x in (a, b, c))
-    p = a * b
-    s = p + c
-    # TwoSum error term; s rounded-to-odd keeps the sticky bit so the final f32 rounding is single.
-    bp = s - c
-    err = (p - bp) + (c - (s - bp))
-    bits = s.view(u64)
-    inexact = (err != 0) & np.isfinite(s)
-    even = (bits & u64(1)) == 0
-    fix = inexact & even
-    if fix.any():
-        toward = np.where((err > 0) == (s > 0), 1, -1).astype(np.int64)
-        bits = np.where(fix, (bits.view(np.int64) + toward).view(u64), bits)
-        s = bits.view(f64)
+    """Fused f32 a*b+c with one rounding: exact product in f64, f64 sum, then to f32.
+
+    The f64 sum s is rounded once; rounding it again to f32 can only go wrong when s is inexact
+    and sits exactly halfway between two f32 values (its low 28 significand bits are then zero).
+    Those lanes move one f64 ulp toward the exact sum (TwoSum error term), which makes the f32
+    rounding go the way the exact value does."""
+    p = np.multiply(a, b, dtype=f64)
+    s = np.add(p, c, dtype=f64)
+    cand = (s.view(u64) & _LOW28) == 0
+    if cand.any():
+        c = np.asarray(c, dtype=f64)
+        bp = s - c
+        err = (p - bp) + (c - (s - bp))
+        off = cand & (err != 0)
+        if off.any():
+            off &= np.isfinite(s)
+            s = np.where(off, np.nextafter(s, np.copysign(np.inf, err)), s)
     return s.astype(f32)
 
 
@@ -155,20 +186,23 @@ def _med3f(a, b, c):
     return np.fmax(np.fmin(a, b), np.fmin(np.fmax(a, b), c))
 
 
-def _maximum(a, b):
-    """IEEE-754-2019 maximum: NaN propagates and +0 > -0."""
-    r = np.maximum(a, b)
-    z = (a == 0) & (b == 0)
+def _maximum3(a, b, c):
+    """IEEE maximum of three (NaN propagates, +0 > -0), fixing signed zeros only when the
+    result is a zero."""
+    r = np.maximum(np.maximum(a, b), c)
+    z = r == 0
     if z.any():
-        r = np.where(z, np.where(np.signbit(a) & np.signbit(b), a, np.abs(a)), r)
+        pos = ((a == 0) & ~np.signbit(a)) | ((b == 0) & ~np.signbit(b)) | ((c == 0) & ~np.signbit(c))
+        r = np.where(z & pos, r.dtype.type(0.0), r)
     return r
 
 
-def _minimum(a, b):
-    r = np.minimum(a, b)
-    z = (a == 0) & (b == 0)
+def _minimum3(a, b, c):
+    r = np.minimum(np.minimum(a, b), c)
+    z = r == 0
     if z.any():
-        r = np.where(z, np.where(np.signbit(a) | np.signbit(b), -np.abs(a), a), r)
+        neg = ((a == 0) & np.signbit(a)) | ((b == 0) & np.signbit(b)) | ((c == 0) & np.signbit(c))
+        r = np.where(z & neg, r.dtype.type(-0.0), r)
     return r
 
 
@@ -264,8 +298,8 @@ op("v_max_f32", "f32", "f32 f32", np.fmax)
 op("v_min3_f32", "f32", "f32 f32 f32", lambda a, b, c: np.fmin(np.fmin(a, b), c))
 op("v_max3_f32", "f32", "f32 f32 f32", lambda a, b, c: np.fmax(np.fmax(a, b), c))
 op("v_med3_f32", "f32", "f32 f32 f32", _med3f)
-op("v_maximum3_f32", "f32", "f32 f32 f32", lambda a, b, c: _maximum(_maximum(a, b), c))
-op("v_minimum3_f32", "f32", "f32 f32 f32", lambda a, b, c: _minimum(_minimum(a, b), c))
+op("v_maximum3_f32", "f32", "f32 f32 f32", _maximum3)
+op("v_minimum3_f32", "f32", "f32 f32 f32", _minimum3)
 op("v_fma_f32", "f32", "f32 f32 f32", _fma32)
 op("v_mad_f32", "f32", "f32 f32 f32", lambda a, b, c: a * b + c)
 op("v_ldexp_f32", "f32", "f32 i32", _ldexp)
@@ -352,6 +386,17 @@ def _fmac(w, ins):
     write_u32(w, ins, f32_post(r.astype(f32), ins.mods))
 
 
+@specializes("v_fmac_f32")
+def _fast_fmac(ins):
+    if not plain(ins) or len(ins.src) != 2:
+        return None
+    r0, r1, acc = fast_src(ins.src[0], f32), fast_src(ins.src[1], f32), fast_src(ins.dst[0], f32)
+    put = fast_dst32(ins.dst[0], "f32")
+    if None in (r0, r1, acc, put):
+        return None
+    return lambda w, ins: put(w, _fma32(r0(w), r1(w), acc(w)))
+
+
 @handles("v_fmamk_f32", "v_madmk_f32")
 def _fmamk(w, ins):     # vdst = src0 * K + src1, llvm order: src0, K, src1
     a, k, c = (src_f32(w, ins, i) for i in range(3))
@@ -378,6 +423,20 @@ def _cndmask(w, ins):
         vals.append(x)
     sel = w.read_mask(ins.src[2]) if len(ins.src) > 2 else w.vcc
     write_u32(w, ins, np.where(sel, vals[1], vals[0]))
+
+
+@specializes("v_cndmask_b32")
+def _fast_cndmask(ins):
+    if not plain(ins):
+        return None
+    r0, r1 = fast_src(ins.src[0]), fast_src(ins.src[1])
+    put = fast_dst32(ins.dst[0], "u32")
+    if None in (r0, r1, put):
+        return None
+    if len(ins.src) == 2 or (ins.src[2].kind == "special" and ins.src[2].name == "vcc"):
+        return lambda w, ins: put(w, np.where(w.vcc, r1(w), r0(w)))
+    sel = ins.src[2]
+    return lambda w, ins: put(w, np.where(w.read_mask(sel), r1(w), r0(w)))
 
 
 def _carry_dst(ins):
@@ -557,6 +616,42 @@ def _packed(w, ins):
     lo16 = np.asarray(lo).view(np.uint16).astype(u32)
     hi16 = np.asarray(hi).view(np.uint16).astype(u32)
     write_u32(w, ins, lo16 | (hi16 << u32(16)))
+
+
+def _fast_pk_src(op):
+    """w -> [2, 64] (or [2, 1]) f32 halves of a VOP3P f32 source without op_sel, as _pk_halves."""
+    k, i = op.kind, op.index
+    if k == "vgpr" and op.count == 2:
+        return lambda w: w.vgpr[i:i + 2].view(f32)
+    if k == "agpr" and op.count == 2:
+        return lambda w: w.vgpr[w.agpr_base + i:w.agpr_base + i + 2].view(f32)
+    if k == "sgpr" and i + 2 <= N_SGPR:
+        return lambda w: w.sgpr[i:i + 2, None].view(f32)
+    if k in ("const", "literal"):
+        c = np.full((2, 1), op.value & 0xFFFFFFFF, dtype=u32).view(f32)
+        c.flags.writeable = False
+        return lambda w: c
+    return None
+
+
+@specializes("v_pk_add_f32", "v_pk_mul_f32", "v_pk_fma_f32")
+def _fast_packed_f32(ins):
+    kind, nsrc, fn = PK[ins.op]
+    osh = ins.mods.get("op_sel_hi", 0b111)
+    if not plain(ins, allowed=("op_sel_hi",)) or len(ins.src) != nsrc or \
+            any(not (osh >> k) & 1 for k in range(nsrc)):
+        return None
+    rd = [_fast_pk_src(o) for o in ins.src]
+    d = ins.dst[0]
+    if None in rd or d.kind not in ("vgpr", "agpr") or d.count != 2:
+        return None
+    i, agpr = d.index, d.kind == "agpr"
+
+    def run(w, ins):
+        r = np.asarray(fn(*(g(w) for g in rd)), dtype=f32)
+        b = w.agpr_base + i if agpr else i
+        np.copyto(w.vgpr[b:b + 2], r.view(u32), where=w.exec)
+    return run
 
 
 @handles("v_bitop3_b32", "v_bitop3_b16")

@@ -7,11 +7,21 @@ Range check per 32-bit component (per access for sub-dword forms), soffset exclu
     structured (idxen = 1): out of range if vindex >= num_records
 Out-of-range loads return 0 and out-of-range stores are dropped. Global/flat addresses must fall
 inside a registered allocation (memory.py raises otherwise).
+
+Buffer loads with the `lds` bit (LDS DMA: no VGPR is written) store each active lane's data in
+LDS at
+    M0 + inst_offset + lane * (4 if bytes <= 4 else 16)
+and an out-of-range lane stores zeros there. [CDNA3 ISA "buffer load to LDS":
+LDS_ADDR = LDSbase + LDS_offset(M0) + inst_offset + TID*4; gfx950 adds dwordx3/x4, for which
+LLVM's AMDGPU DMA-operations doc gives the 16 * lane_id stride, and states the immediate offset
+applies to both the memory and the LDS address.] Only dword/dwordx3/dwordx4 are implemented
+(the sizes our compiler emits); the sub-dword forms raise.
 """
 import numpy as np
 
 from ..wave import EmuError, LANES
 from . import handles
+from .lds_ops import lds_store
 from .salu_ops import s32
 
 U64 = np.uint64
@@ -116,10 +126,14 @@ def _buffer_addr(w, ins, vaddr, srsrc, soff, comp_offsets, csize):
     return addr, inrange
 
 
+_LDS_DMA_STRIDE = {4: 4, 12: 16, 16: 16}      # bytes per lane in LDS, by load size
+
+
 def _buffer_load(w, ins):
     nbytes, sext, d16 = _WIDTH[_suffix(ins.op)]
-    if ins.mods.get("lds"):
-        raise EmuError(f"{ins.op} with lds (load to LDS) is not implemented")
+    to_lds = bool(ins.mods.get("lds"))
+    if to_lds and nbytes not in _LDS_DMA_STRIDE:
+        raise EmuError(f"{ins.op} with lds (load to LDS) is not implemented for {nbytes}-byte loads")
     _, vaddr, srsrc, soff = _buffer_operands(ins, False)
     comp = [0, 4, 8, 12][:nbytes // 4] if nbytes >= 4 else [0]
     csize = 4 if nbytes >= 4 else nbytes
@@ -130,7 +144,13 @@ def _buffer_load(w, ins):
         a = addr[active]
         raw[active] = w.mem.load(a, csize, what=f"{ins.op} at 0x{ins.addr:x}")
         w.counters.global_bytes_read += int(active.sum()) * csize
-    _load_result(w, ins, raw.reshape(LANES, -1), nbytes, sext, d16, w.exec)
+    raw = raw.reshape(LANES, -1)
+    if not to_lds:
+        _load_result(w, ins, raw, nbytes, sext, d16, w.exec)
+        return
+    lanes = np.flatnonzero(w.exec)
+    base = (w.m0 & 0xFFFFFFFF) + int(ins.mods.get("offset", 0))
+    lds_store(w, ins, base + lanes * _LDS_DMA_STRIDE[nbytes], raw[lanes])
 
 
 def _buffer_store(w, ins):
