@@ -17,6 +17,14 @@ def pa_mqa_logits_fp4(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights,
     here; `out` given with an external schedule (`cta_info`, `total_ctas`) -> the caller pre-fills -inf
     (graph replay keeps the fill outside).
 
+    Contexts longer than max_seq_len: the output row ends at max_seq_len, so row n sees the tokens
+    t < min(context_lens[b] - next_n + 1 + n, max_seq_len) (the causal rule uses the true context length;
+    only the visible region is clipped). No kernel stores at a column >= max_seq_len, the -inf fill covers
+    exactly the [B*next_n, max_seq_len] view, block_tables needs entries only for the pages of the first
+    min(context_lens[b], max_seq_len) tokens, and the internal schedule counts chunks over those tokens.
+    An external cta_info keeps the true context length in its ctx field; chunks it lists past
+    max_seq_len are skipped.
+
     Dispatch: with the internal schedule and no block_k / num_warps / parallel_unit_num, D128 with H64 or
     H128 runs the direct kernel (2-D grid, tile chosen from B and max_seq_len); everything else runs the
     staged-LDS kernel (block_k / num_warps: None picks its default tile, 256 x 4).
@@ -64,3 +72,64 @@ def _prefilled(out, rows: int, max_seq_len: int, device):
     if out is None:
         return torch.full((rows, max_seq_len), float("-inf"), dtype=torch.float32, device=device)
     return out.fill_(float("-inf"))
+
+
+# ------------------------------------------------------------------------------- CLI selftest and bench
+
+def _selftest_problem(seed, ctx, next_n, heads, device, *, head_dim=128, page=64):
+    """Quantized inputs of the reference's test-data makers, moved to `device` (reference stays on CPU)."""
+    from ..kernel_defs.mqa_common import layouts
+    g = torch.Generator().manual_seed(seed)
+    kv = layouts.make_paged_kv(ctx, head_dim, page, g)
+    q, qs = layouts.make_q((len(ctx), next_n), heads, head_dim, g)
+    w = (torch.randn(len(ctx) * next_n, heads, generator=g) * 0.5).to(torch.bfloat16)
+    cl = torch.tensor(ctx, dtype=torch.int32)
+    cpu = (q, qs, kv.kv_cache, kv.kv_scale, kv.block_tables, w, cl)
+    return cpu, tuple(t.to(device) for t in cpu)
+
+
+def selftest(device):
+    """Both paths through `pa_mqa_logits_fp4` on small problems, against the torch reference: cosine >=
+    0.99999 and max |err| <= 1e-3 max|ref| on visible cells, every invisible cell exactly -inf."""
+    from ..kernel_defs.mqa_common.reference import compare, passes
+    from ..kernel_defs.mqa_decode.reference import pa_mqa_logits_reference, visible_mask
+    from ..runtime.hooks import check
+    torch.device(device)          # a bad device string fails the hook, not each case
+
+    def case(seed, ctx, next_n, heads, msl, external=False, **kw):
+        cpu, dev = _selftest_problem(seed, ctx, next_n, heads, device)
+        if external:              # caller-built schedule in a fixed buffer; the caller pre-fills -inf
+            cta_info, _ = build_schedule(dev[-1], P.DEFAULT_TILE[0], len(ctx) * next_n, msl, next_n)
+            kw.update(cta_info=cta_info, total_ctas=len(ctx) * next_n,
+                      out=torch.full((len(ctx) * next_n, msl), float("-inf"), device=device))
+        out = pa_mqa_logits_fp4(*dev, msl, next_n=next_n, weight_scale=1.5, **kw)
+        ref = pa_mqa_logits_reference(*cpu, msl, weight_scale=1.5, next_n=next_n)
+        m = compare(out.cpu(), ref, visible_mask(cpu[-1], next_n, msl))
+        return passes(m), ", ".join(f"{k} {v:.7g}" if isinstance(v, float) else f"{k} {v}" for k, v in m.items())
+
+    yield check("staged H16 D128 p64 next_n=2 ctx=[100,0,37]", lambda: case(1, [100, 0, 37], 2, 16, 128))
+    yield check("staged H16 D128 p64 next_n=1 external schedule", lambda: case(2, [90, 5], 1, 16, 96,
+                                                                               external=True))
+    yield check("direct H64 D128 p64 next_n=3 ctx=[70,0,130]", lambda: case(3, [70, 0, 130], 3, 64, 160))
+
+
+# (batch, next_n, max_ctx, heads): rows of the seed's decode table (kernel_semantics.md 1.9).
+_BENCH_GPU = ((2, 1, 512, 64), (16, 1, 4352, 64), (1, 1, 65536, 64), (2, 1, 768, 128), (32, 4, 32768, 64))
+_BENCH_EMU = ((2, 1, 512, 64),)
+
+
+def bench(device):
+    """Median us per `pa_mqa_logits_fp4` call (including the op's -inf fill and schedule) on rows of the
+    seed's decode table: H64 (or H128), D128, page 64, ragged contexts averaging max_ctx / 2."""
+    from ..runtime.hooks import timed
+    emu = torch.device(device).type == "cpu"
+    for batch, next_n, max_ctx, heads in _BENCH_EMU if emu else _BENCH_GPU:
+        g = torch.Generator().manual_seed(batch * 1000 + max_ctx)
+        avg = max_ctx // 2                  # ragged: uniform in [avg/2, 3avg/2], rounded up to the page
+        ctx = [min(max_ctx, -(-int(avg * (0.5 + torch.rand(1, generator=g).item())) // 64) * 64)
+               for _ in range(batch)]
+        _, dev = _selftest_problem(batch, ctx, next_n, heads, device)
+        out = torch.empty(batch * next_n, max_ctx, device=device)
+        yield timed(f"{batch}x{next_n}x{max_ctx} H{heads}",
+                    lambda: pa_mqa_logits_fp4(*dev, max_ctx, next_n=next_n, out=out), device,
+                    f"ctx sum {sum(ctx)}")

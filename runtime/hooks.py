@@ -1,41 +1,95 @@
-"""Per-family hooks the CLI's `selftest` and `bench` call; each family opts in from its plan.py.
+"""Per-family hooks the CLI's `selftest` and `bench` call, found in the public op modules.
+
+A family opts in by defining the hooks in `flyaot.ops.<family>` (the op module is named like its
+family). They live with the ops, not in kernel_defs, because they call the public ops and the runtime,
+and kernel_defs must not depend on either.
 
 Protocol (both optional, both take a torch device string such as "cuda" or "cpu"; "cpu" runs on the
 gfx950 emulator):
     selftest(device) -> iterable of (case: str, ok: bool, detail: str)
         run the family's ops on small inputs against its torch reference
     bench(device) -> iterable of (case: str, us_per_call: float, detail: str)
-A hook that raises counts as one failed case carrying the exception.
+        us_per_call is False for a case that could not run (detail says why)
+A hook that raises, or an op module that fails to import, counts as one failed case carrying the
+exception; the helpers below let a hook turn one case's exception into one failed row and go on.
 """
 import importlib
+import importlib.util
+import statistics
+import time
 import traceback
 
 from ..kernel_defs import registry
 
+OPS_PACKAGE = f"{__package__.rpartition('.')[0]}.ops"
 
-def families_with(hook: str, only=None) -> list:
-    """(family, function) for every family whose plan module defines `hook`."""
-    out = []
-    for name in registry.family_names():
-        if only and name not in only:
-            continue
-        try:
-            plan = importlib.import_module(f"{registry.__package__}.{name}.plan")
-        except ImportError:
-            continue
-        fn = getattr(plan, hook, None)
-        if callable(fn):
-            out.append((name, fn))
-    return out
+
+def _error(e: BaseException) -> str:
+    return "".join(traceback.format_exception_only(e)).strip()
+
+
+def _op_module(family: str):
+    """The family's op module, or None when the family has none (test-only families)."""
+    name = f"{OPS_PACKAGE}.{family}"
+    if importlib.util.find_spec(name) is None:
+        return None
+    return importlib.import_module(name)      # an import error inside it is the family's failure, not "none"
 
 
 def run(hook: str, device: str, only=None) -> list:
-    """[(family, case, ok_or_value, detail)] from every family's hook."""
+    """[(family, case, ok_or_value, detail)] from every family whose op module defines `hook`."""
     rows = []
-    for family, fn in families_with(hook, only):
+    for family in registry.family_names():
+        if only and family not in only:
+            continue
         try:
+            fn = getattr(_op_module(family), hook, None)
+            if not callable(fn):
+                continue
             for case, value, detail in fn(device):
                 rows.append((family, case, value, detail))
         except Exception as e:   # one broken family must not hide the others' results
-            rows.append((family, "<hook raised>", False, "".join(traceback.format_exception_only(e)).strip()))
+            rows.append((family, "<hook raised>", False, _error(e)))
     return rows
+
+
+def check(case: str, fn) -> tuple:
+    """(case, ok, detail) from fn() -> (ok, detail); an exception is a failed case carrying it."""
+    try:
+        ok, detail = fn()
+        return case, bool(ok), detail
+    except Exception as e:
+        return case, False, _error(e)
+
+
+def timed(case: str, fn, device: str, detail: str = "", *, emu_calls: int = 1) -> tuple:
+    """(case, us_per_call, detail) of fn() on `device`; a failure is (case, False, error).
+
+    GPU: median over 11 samples of 10 calls each, timed with torch's CUDA/HIP events on the current
+    stream after 3 warm-up calls. CPU: wall time of the emulator, which says nothing about a GPU.
+    """
+    import torch
+    try:
+        fn()                                   # loads the code object; not timed
+        if torch.device(device).type == "cpu":
+            t0 = time.perf_counter()
+            for _ in range(emu_calls):
+                fn()
+            us = (time.perf_counter() - t0) * 1e6 / emu_calls
+            return case, us, "; ".join(filter(None, [detail, f"emulator wall time per call ({emu_calls} calls), "
+                                                            "not a GPU timing"]))
+        for _ in range(3):
+            fn()
+        samples = []
+        for _ in range(11):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(10):
+                fn()
+            end.record()
+            end.synchronize()
+            samples.append(start.elapsed_time(end) * 1e3 / 10)
+        return case, statistics.median(samples), "; ".join(filter(None, [detail, "median of 11 x 10 calls, "
+                                                                                  "device events"]))
+    except Exception as e:
+        return case, False, _error(e)

@@ -36,11 +36,15 @@ Decisions on the open questions of kernel_semantics.md section 1 (Q3-Q7, Q15):
   global-load bytes than the persistent staged one at next_n = 1 (Q and weights are re-read per chunk:
   ~360 B vs ~180-290 B at tile 32, ~215-245 B at tile 64) and fewer at MTP4 (109 B vs 182 B), with
   ~1/3 of the staged kernel's per-wave path length and 8x its CTAs on the small seed shapes.
-- Q15 block tables: an entry is read only for pages < ceil(ctx / P): indices are clamped to the
-  sequence's last page and the table resource is bounded to that many entries. Chunks past the row's
-  visible limit are not computed at all; tokens past it inside a chunk are computed, never stored.
-  The direct kernel reads one entry per CTA, t0 // P for a chunk starting at t0 < ctx, which is always
-  below ceil(ctx / P); it also never stores at or past max_seq_len, even for ctx > max_seq_len.
+- Q15 block tables: an entry is read only for pages < ceil(min(ctx, max_seq_len) / P): indices are
+  clamped to that last page and the table resource is bounded to that many entries. Chunks past the
+  row's visible limit are not computed at all; tokens past it inside a chunk are computed, never stored.
+  The direct kernel reads one entry per CTA, t0 // P for a chunk starting at t0 < min(ctx, max_seq_len).
+- ctx > max_seq_len: the output row ends at max_seq_len (a runtime argument of both kernels), so a row's
+  visible limit is min(ctx - next_n + 1 + n, max_seq_len), the reference's clipped region. The staged
+  kernel clips it once per CTA (the chunk count, page clamp and store predicate all follow, nothing is
+  added to the chunk loop); the direct kernel clips it in its store predicate and its grid ends at
+  ceil(max_seq_len / tile). Neither ever stores at a column >= max_seq_len.
 """
 import flydsl.compiler as flyc
 import flydsl.expr as fx
@@ -66,8 +70,8 @@ def _staged_kernel(g: Staged, name: str):
     @flyc.kernel(name=name)
     def staged(out: fx.Pointer, q: fx.Pointer, q_scale: fx.Pointer, kv_cache: fx.Pointer,
                kv_scale: fx.Pointer, block_tables: fx.Pointer, weights: fx.Pointer, cta_info: fx.Pointer,
-               next_n: Int32, stride_out: Int64, stride_kv: Int64, stride_ks: Int64, stride_bt: Int32,
-               weight_scale: fx.Float32):
+               next_n: Int32, max_seq_len: Int32, stride_out: Int64, stride_kv: Int64, stride_ks: Int64,
+               stride_bt: Int32, weight_scale: fx.Float32):
         tid = Int32(gpu.thread_idx.x)
         wave = Int32(B.readfirstlane(tid >> Int32(6)))
         lane = tid & Int32(63)
@@ -75,10 +79,13 @@ def _staged_kernel(g: Staged, name: str):
         grp = lane >> Int32(4)
         row, chunk0, count, ctx = B.scalar_load(cta_info, Int32(gpu.block_idx.x) * Int32(4), 4)
         b = row // next_n
-        limit = ctx - (next_n - Int32(1) - (row - b * next_n))        # row sees tokens t < limit
+        # The row sees tokens t < ctx - (next_n - 1 - n); the output row ends at max_seq_len. Clipping the
+        # limit here bounds the chunks computed, the pages read and the stores (hot-loop predicate unchanged).
+        span = arith.min(ctx, max_seq_len)
+        limit = arith.min(ctx - (next_n - Int32(1) - (row - b * next_n)), max_seq_len)
         vis_chunks = (arith.max(limit, Int32(0)) + Int32(BK - 1)) // Int32(BK)
         n_chunks = arith.max(arith.min(chunk0 + count, vis_chunks) - chunk0, Int32(0))
-        seq_pages = (arith.max(ctx, Int32(1)) + Int32(P - 1)) // Int32(P)
+        seq_pages = (arith.max(span, Int32(1)) + Int32(P - 1)) // Int32(P)
         lds = B.lds_alloc(g.lds_bytes)
 
         # Q fragments, Q scale dwords and weights live in registers for the CTA's lifetime.
@@ -186,10 +193,10 @@ def _staged_launcher(g: Staged, name: str):
     @flyc.jit
     def launch(out: fx.Pointer, q: fx.Pointer, q_scale: fx.Pointer, kv_cache: fx.Pointer,
                kv_scale: fx.Pointer, block_tables: fx.Pointer, weights: fx.Pointer, cta_info: fx.Pointer,
-               next_n: Int32, stride_out: Int64, stride_kv: Int64, stride_ks: Int64, stride_bt: Int32,
-               weight_scale: fx.Float32, stream: fx.Stream = fx.Stream(None)):
-        kern(out, q, q_scale, kv_cache, kv_scale, block_tables, weights, cta_info, next_n, stride_out,
-             stride_kv, stride_ks, stride_bt, weight_scale).launch(
+               next_n: Int32, max_seq_len: Int32, stride_out: Int64, stride_kv: Int64, stride_ks: Int64,
+               stride_bt: Int32, weight_scale: fx.Float32, stream: fx.Stream = fx.Stream(None)):
+        kern(out, q, q_scale, kv_cache, kv_scale, block_tables, weights, cta_info, next_n, max_seq_len,
+             stride_out, stride_kv, stride_ks, stride_bt, weight_scale).launch(
             grid=(1, 1, 1), block=(threads, 1, 1), stream=stream)
 
     return launch

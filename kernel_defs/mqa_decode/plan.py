@@ -97,13 +97,15 @@ def check_schedule(cta_info, total_ctas, like: torch.Tensor) -> int:
 
 def staged_plan(s: Shapes, block_k: int, num_warps: int, *, out, q_fp4, q_scale, kv_cache, kv_scale,
                 block_tables, weights, cta_info, total_ctas: int, weight_scale: float) -> LaunchPlan:
+    """1-D grid of total_ctas; the kernel's max_seq_len (its store bound) is the width of `out`."""
     params = {"path": "staged", "heads": s.heads, "head_dim": s.head_dim, "page_size": s.page_size,
               "block_k": block_k, "num_warps": num_warps, "weight_load": "vector"}
     args = {
         "out": out, "q": _u8(q_fp4), "q_scale": _u8(q_scale), "kv_cache": _u8(kv_cache),
         "kv_scale": _u8(kv_scale), "block_tables": block_tables, "weights": weights, "cta_info": cta_info,
-        "next_n": s.next_n, "stride_out": out.stride(0), "stride_kv": kv_cache.stride(0),
-        "stride_ks": kv_scale.stride(0), "stride_bt": block_tables.stride(0), "weight_scale": weight_scale,
+        "next_n": s.next_n, "max_seq_len": out.shape[1], "stride_out": out.stride(0),
+        "stride_kv": kv_cache.stride(0), "stride_ks": kv_scale.stride(0), "stride_bt": block_tables.stride(0),
+        "weight_scale": weight_scale,
     }
     return LaunchPlan(FAMILY, params, (total_ctas, 1, 1), (64 * num_warps, 1, 1), args)
 

@@ -5,6 +5,7 @@ Accesses are vectorised over lanes: one gather/scatter per instruction when all 
 one allocation. A lane touching bytes outside every allocation is an error that names the
 instruction and the address (no silent corruption of host memory).
 """
+import bisect
 import ctypes
 
 import numpy as np
@@ -17,6 +18,9 @@ class Memory:
         self._allocs = []        # (base, size, uint8 view, owner)
         self._bases = np.zeros(0, dtype=np.uint64)
         self._ends = np.zeros(0, dtype=np.uint64)
+        self._base_list: list[int] = []     # the same as Python ints, for one-range lookups
+        self._end_list: list[int] = []
+        self._u32: list = []                # dword view of each allocation (None if unaligned)
 
     # ----- registration -----
     def register_array(self, arr: np.ndarray) -> int:
@@ -48,6 +52,15 @@ class Memory:
         self._allocs.sort(key=lambda x: x[0])
         self._bases = np.array([a[0] for a in self._allocs], dtype=np.uint64)
         self._ends = np.array([a[0] + a[1] for a in self._allocs], dtype=np.uint64)
+        self._base_list = [a[0] for a in self._allocs]
+        self._end_list = [a[0] + a[1] for a in self._allocs]
+        self._u32 = [u[:n - n % 4].view(np.uint32) if b % 4 == 0 else None
+                     for b, n, u, _ in self._allocs]
+
+    def containing(self, lo: int, hi: int) -> int:
+        """Index of the allocation that holds all of [lo, hi), or -1."""
+        k = bisect.bisect_right(self._base_list, lo) - 1
+        return k if k >= 0 and hi <= self._end_list[k] else -1
 
     # ----- lookup -----
     def _locate(self, addr: np.ndarray, nbytes: int, what: str):
@@ -67,6 +80,10 @@ class Memory:
 
     def _groups(self, addr, nbytes, what):
         """Yield (uint8 buffer, byte offsets, lane selector or None) per allocation touched."""
+        k = self.containing(int(addr.min()), int(addr.max()) + nbytes)
+        if k >= 0:
+            yield self._allocs[k][2], (addr - np.uint64(self._base_list[k])).astype(np.intp), None
+            return
         idx = self._locate(addr, nbytes, what)
         first = idx[0]
         if (idx == first).all():
@@ -95,15 +112,26 @@ class Memory:
 
     def load_dwords(self, addr: np.ndarray, ndw: int, what: str = "load") -> np.ndarray:
         """Read `ndw` dwords at each address -> uint32 [L, ndw] (fast path for aligned dwords)."""
-        if addr.shape[0] and not (addr & np.uint64(3)).any():
-            idx = self._locate(addr, 4 * ndw, what)
-            if (idx == idx[0]).all():
-                base, size, u8, _ = self._allocs[idx[0]]
-                if base % 4 == 0:
-                    u32 = u8[:size - size % 4].view(np.uint32)
-                    off = ((addr - np.uint64(base)) >> np.uint64(2)).astype(np.intp)
-                    return u32[off[:, None] + np.arange(ndw)] if ndw > 1 else u32[off][:, None]
+        if addr.shape[0]:
+            k = self.containing(int(addr.min()), int(addr.max()) + 4 * ndw)
+            u32 = self._u32[k] if k >= 0 else None
+            if u32 is not None and not (addr & np.uint64(3)).any():
+                off = ((addr - np.uint64(self._base_list[k])) >> np.uint64(2)).astype(np.intp)
+                return u32[off[:, None] + np.arange(ndw)] if ndw > 1 else u32[off][:, None]
         return self.load(addr, 4 * ndw, what).view(np.uint32)
+
+    def store_dwords(self, addr: np.ndarray, vals: np.ndarray, what: str = "store") -> None:
+        """Write uint32 [L, ndw] at each address (lanes in ascending order: later lanes win)."""
+        if addr.shape[0] == 0:
+            return
+        ndw = vals.shape[1]
+        k = self.containing(int(addr.min()), int(addr.max()) + 4 * ndw)
+        u32 = self._u32[k] if k >= 0 else None
+        if u32 is not None and not (addr & np.uint64(3)).any():
+            off = ((addr - np.uint64(self._base_list[k])) >> np.uint64(2)).astype(np.intp)
+            u32[off[:, None] + np.arange(ndw)] = vals
+            return
+        self.store(addr, np.ascontiguousarray(vals, dtype=np.uint32).view(np.uint8), what)
 
     def store(self, addr: np.ndarray, data: np.ndarray, what: str = "store") -> None:
         """Write uint8 [L, n] at each address (lanes in ascending order: later lanes win)."""
@@ -128,4 +156,8 @@ class Memory:
 
     # ----- scalar access (s_load) -----
     def load_scalar(self, addr: int, ndw: int, what: str = "s_load") -> np.ndarray:
+        k = self.containing(addr, addr + 4 * ndw)
+        if k >= 0:
+            o = addr - self._base_list[k]
+            return self._allocs[k][2][o:o + 4 * ndw].view(np.uint32).copy()
         return self.load(np.array([addr], dtype=np.uint64), 4 * ndw, what)[0].view(np.uint32)

@@ -11,7 +11,6 @@ import re
 import shutil
 import struct
 import subprocess
-import sys
 
 import pytest
 
@@ -61,15 +60,6 @@ def amdhsa_directives(path):
             name, value = ln.split()[:2]
             cur[name[len(".amdhsa_"):]] = int(value, 0)
     return res
-
-
-@pytest.fixture(scope="session")
-def sample_objects(tmp_path_factory):
-    """The emu_samples kernels compiled for gfx950 (a real FlyDSL compile, in a child process)."""
-    out = tmp_path_factory.mktemp("emu_samples")
-    subprocess.run([sys.executable, "-m", "flyaot.kernel_defs.emu_samples.build", str(out)], check=True,
-                   timeout=600)
-    return sorted(out.glob("*.co"))
 
 
 def prebuilt_objects():

@@ -4,7 +4,7 @@ import logging
 import pytest
 import torch
 
-from flyaot.kernel_defs.gemm_a16wfp4 import configs, layout, plan, reference, specs, tiles
+from flyaot.kernel_defs.gemm_a16wfp4 import configs, layout, plan, reference, tiles
 from flyaot.kernel_defs.registry import get_family
 from flyaot.ops import gemm_a16wfp4, prepare_mxfp4_weight
 

@@ -118,6 +118,59 @@ def test_external_schedule_is_not_prefilled():
     assert passes(m), m
 
 
+def _sentinel_view(rows, msl, *, left=8, right=24, value=7.0):
+    """A [rows, msl] view into a buffer with `value` sentinels around it: `left`/`right` columns on every
+    row and one whole row above and below (a store past the last row's end lands in the row below)."""
+    wide = torch.full((rows + 2, left + msl + right), value)
+    return wide, wide[1:1 + rows, left:left + msl]
+
+
+def _assert_sentinels(wide, rows, msl, *, left=8, right=24, value=7.0):
+    inner = torch.zeros_like(wide, dtype=torch.bool)
+    inner[1:1 + rows, left:left + msl] = True
+    assert (wide[~inner] == value).all(), "a store landed outside the [rows, max_seq_len] output view"
+
+
+def _clip_tables_at(kv, msl, page):
+    """Poison table entries of pages past max_seq_len: dereferencing one is an emulator fault."""
+    kv.block_tables[:, -(-msl // page):] = 0x7FFFFFFF
+
+
+def test_staged_context_past_max_seq_len_tile_override():
+    """Contexts longer than max_seq_len, staged kernel forced by block_k/num_warps on an H64/D128 problem
+    (otherwise direct): a 128-token chunk straddles max_seq_len; nothing is stored past the row end and
+    no page past max_seq_len is read."""
+    ctx, next_n, msl, page = [600, 0, 330, 2, 321], 3, 320, 64
+    kv, q, qs, w, cl = _problem(31, ctx, next_n, 64, 128, page)
+    _clip_tables_at(kv, msl, page)
+    rows = len(ctx) * next_n
+    wide, out = _sentinel_view(rows, msl)
+    got = pa_mqa_logits_fp4(q, qs, kv.kv_cache, kv.kv_scale, kv.block_tables, w, cl, msl, next_n=next_n,
+                            kv_block_size=page, out=out, block_k=128, num_warps=2, weight_scale=1.25)
+    assert got.data_ptr() == out.data_ptr()
+    _assert_sentinels(wide, rows, msl)
+    _check(out, kv, q, qs, w, cl, msl, next_n, 1.25)
+
+
+def test_staged_context_past_max_seq_len_external_schedule():
+    """An external upstream-style cta_info whose chunks follow the full contexts (ceil(ctx / block_k)
+    chunks, two per CTA, so some CTAs hold only chunks past max_seq_len); the caller pre-fills -inf."""
+    ctx, next_n, msl, page, bk = [700, 260, 0], 2, 300, 128, 256
+    kv, q, qs, w, cl = _problem(32, ctx, next_n, 16, 256, page)
+    _clip_tables_at(kv, msl, page)
+    info = [(b * next_n + n, c0, 2, c) for b, c in enumerate(ctx) for c0 in range(0, -(-c // bk), 2)
+            for n in range(next_n)]
+    assert any(c0 * bk >= msl for _, c0, _, _ in info)
+    cta_info = torch.tensor(info, dtype=torch.int32)
+    rows = len(ctx) * next_n
+    wide, out = _sentinel_view(rows, msl)
+    out.fill_(float("-inf"))
+    pa_mqa_logits_fp4(q, qs, kv.kv_cache, kv.kv_scale, kv.block_tables, w, cl, msl, next_n=next_n,
+                      kv_block_size=page, out=out, cta_info=cta_info, total_ctas=len(info))
+    _assert_sentinels(wide, rows, msl)
+    _check(out, kv, q, qs, w, cl, msl, next_n, 1.0)
+
+
 # ------------------------------------------------------------------------------------------ direct path
 
 def _direct(kv, q, qs, w, cl, msl, next_n, variant, *, out=None, weight_scale=1.5):

@@ -41,6 +41,11 @@ def lds_store(w, ins, addr: np.ndarray, data: np.ndarray):
     nbytes = data.shape[1]
     _check(w, ins, addr, nbytes)
     w.counters.lds_bytes_written += addr.size * nbytes
+    if nbytes % 4 == 0 and not (addr & 3).any():
+        u32 = w.lds[:w.lds.size - w.lds.size % 4].view(np.uint32)
+        u32[(addr >> 2)[:, None] + np.arange(nbytes // 4)] = \
+            np.ascontiguousarray(data).view(np.uint32)
+        return
     w.lds[addr[:, None] + np.arange(nbytes)] = data
 
 

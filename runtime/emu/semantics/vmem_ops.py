@@ -19,8 +19,9 @@ applies to both the memory and the LDS address.] Only dword/dwordx3/dwordx4 are 
 """
 import numpy as np
 
-from ..wave import EmuError, LANES
-from . import handles
+from ..wave import EmuError, LANES, N_SGPR
+from . import handles, specializes
+from .common import plain
 from .lds_ops import lds_store
 from .salu_ops import s32
 
@@ -167,11 +168,91 @@ def _buffer_store(w, ins):
     w.counters.global_bytes_written += int(active.sum()) * csize
 
 
+def _fast_buffer(ins):
+    """Specialized raw-buffer access (offen or no VGPR address, no idxen, no d16): the V# and
+    offsets are read as Python ints, whole lanes are range-checked at once, and a lane that is
+    only partly in range (a multi-dword access crossing num_records) goes to the general path."""
+    is_store = ins.op.startswith("buffer_store")
+    nbytes, sext, d16 = _WIDTH[_suffix(ins.op)]
+    to_lds = bool(ins.mods.get("lds"))
+    if d16 or sext or ins.mods.get("idxen") or (nbytes % 4 and not is_store) or \
+            (to_lds and nbytes not in _LDS_DMA_STRIDE) or \
+            not plain(ins, allowed=("offset", "offen", "lds", "sc0", "sc1", "nt", "glc", "slc")):
+        return None
+    try:
+        vdata, vaddr, srsrc, soff = _buffer_operands(ins, is_store)
+    except EmuError:
+        return None
+    offen = bool(ins.mods.get("offen"))
+    if len(vaddr) != int(offen) or (offen and vaddr[0].count != 1) or srsrc.index + 4 > N_SGPR:
+        return None
+    if soff is None or soff.kind in ("const", "literal"):
+        soff_const, soff_reg = (soff.value & 0xFFFFFFFF) if soff is not None else 0, None
+    elif soff.kind == "sgpr":
+        soff_const, soff_reg = 0, soff.index
+    else:
+        return None
+    ndw = max(1, nbytes // 4)
+    if is_store:
+        if vdata.kind not in ("vgpr", "agpr") or vdata.count < ndw:
+            return None
+    elif not to_lds:
+        dst = ins.dst[0]
+        if dst.kind not in ("vgpr", "agpr") or dst.count != ndw:
+            return None
+    vi, si, inst = (vaddr[0].index if offen else -1), srsrc.index, int(ins.mods.get("offset", 0))
+    general = _buffer_store if is_store else _buffer_load
+    what = f"{ins.op} at 0x{ins.addr:x}"
+    stride = _LDS_DMA_STRIDE.get(nbytes)
+
+    def run(w, ins):
+        d0, d1, d2, d3 = w.sgpr[si:si + 4].tolist()
+        if (d1 >> 31) & 1 or (d3 >> 23) & 1:
+            return general(w, ins)                   # swizzled / ADD_TID resources
+        rel = w.vgpr[vi].astype(np.int64) + inst if offen else np.full(LANES, inst, np.int64)
+        whole = rel + nbytes <= d2
+        m = w.exec
+        act = m & whole
+        if nbytes > 4 and (m & ~whole & (rel + 4 <= d2)).any():
+            return general(w, ins)                   # some dwords of a lane in range, some not
+        start = (d0 | ((d1 & 0xFFFF) << 32)) + (int(w.sgpr[soff_reg]) if soff_reg is not None
+                                                 else soff_const)
+        n = int(np.count_nonzero(act))
+        if is_store:
+            if n:
+                b = w.agpr_base + vdata.index if vdata.kind == "agpr" else vdata.index
+                data = w.vgpr[b:b + ndw].T[act]
+                addr = (rel[act] + start).astype(U64)
+                if nbytes % 4:
+                    w.mem.store(addr, np.ascontiguousarray(data).view(np.uint8)[:, :nbytes], what)
+                else:
+                    w.mem.store_dwords(addr, data, what)
+                w.counters.global_bytes_written += n * nbytes
+            return
+        if n == LANES:
+            vals = w.mem.load_dwords((rel + start).astype(U64), ndw, what)
+        else:
+            vals = np.zeros((LANES, ndw), dtype=np.uint32)
+            if n:
+                vals[act] = w.mem.load_dwords((rel[act] + start).astype(U64), ndw, what)
+        w.counters.global_bytes_read += n * nbytes
+        if to_lds:
+            lanes = np.flatnonzero(m)
+            lds_store(w, ins, (w.m0 & 0xFFFFFFFF) + inst + lanes * stride,
+                      np.ascontiguousarray(vals[lanes]).view(np.uint8))
+            return
+        b = w.agpr_base + dst.index if dst.kind == "agpr" else dst.index
+        np.copyto(w.vgpr[b:b + ndw], vals.T, where=m)
+    return run
+
+
 for _s in _WIDTH:
     if "d16" in _s or _s in ("ubyte", "sbyte", "ushort", "sshort") or _s.startswith("dword"):
         handles(f"buffer_load_{_s}")(_buffer_load)
+        specializes(f"buffer_load_{_s}")(_fast_buffer)
     if _s in ("byte", "short", "byte_d16_hi", "short_d16_hi") or _s.startswith("dword"):
         handles(f"buffer_store_{_s}")(_buffer_store)
+        specializes(f"buffer_store_{_s}")(_fast_buffer)
 
 
 # ---------------- global / flat ----------------
