@@ -12,11 +12,11 @@ weight once, its neighbours in the grid hit the same lines in cache on hardware)
 count the tile implies, and instructions.
 """
 import argparse
-import statistics
 
 import torch
 
 from flyaot import runtime
+from flyaot.runtime.timing import graph_median_us, on_gfx950
 from flyaot.kernel_defs.gemm_a16wfp4 import configs, reference, tiles
 from flyaot.ops import gemm_a16wfp4, prepare_mxfp4_weight
 
@@ -27,28 +27,6 @@ SHAPES = [(1024, 3584, {1: 10.645, 512: 16.589, 4096: 44.048}),
 MS = (1, 512, 4096)
 
 
-def on_gfx950() -> bool:
-    return torch.cuda.is_available() and "gfx950" in getattr(torch.cuda.get_device_properties(0), "gcnArchName", "")
-
-
-def _graph_median(call, rounds):
-    call()
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(20):
-            call()
-    times = []
-    for _ in range(rounds):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) * 1000 / 20)
-    return statistics.median(times)
-
-
 def time_device(n, k, m, rounds):
     g = torch.Generator().manual_seed(0)
     w, s = reference.random_weight(n, k, generator=g)
@@ -56,8 +34,8 @@ def time_device(n, k, m, rounds):
     w_bf16 = reference.decode_weight(w, s).cuda()
     x = torch.randn(m, k, generator=g).to(torch.bfloat16).cuda()
     out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
-    ours = _graph_median(lambda: gemm_a16wfp4(x, prep, out=out), rounds)
-    torch_us = _graph_median(lambda: torch.mm(x, w_bf16.t(), out=out), rounds)
+    ours = graph_median_us(lambda: gemm_a16wfp4(x, prep, out=out), rounds)
+    torch_us = graph_median_us(lambda: torch.mm(x, w_bf16.t(), out=out), rounds)
     return ours, torch_us
 
 

@@ -12,11 +12,11 @@ there (per-cell figures depend on the context length only through chunk rounding
 re-reads per chunk, which the cap keeps).
 """
 import argparse
-import statistics
 
 import torch
 
 from flyaot import runtime
+from flyaot.runtime.timing import graph_median_us, on_gfx950
 from flyaot.kernel_defs.mqa_common import layouts
 from flyaot.kernel_defs.mqa_decode import plan as P
 from flyaot.kernel_defs.mqa_decode.geometry import direct_tile
@@ -52,28 +52,10 @@ def problem(batch, next_n, max_ctx, heads, device, cap=None):
     return args, max_ctx, visible
 
 
-def on_gfx950() -> bool:
-    return torch.cuda.is_available() and "gfx950" in getattr(torch.cuda.get_device_properties(0), "gcnArchName", "")
-
-
 def time_device(args, msl, next_n, rounds):
     out = torch.empty(args[0].shape[0] * next_n, msl, device="cuda")
     call = lambda: pa_mqa_logits_fp4(*args, msl, next_n=next_n, out=out)        # noqa: E731
-    call()
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(20):
-            call()
-    times = []
-    for _ in range(rounds):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) * 1000 / 20)
-    return statistics.median(times)     # includes the -inf fill the op issues on the internal schedule
+    return graph_median_us(call, rounds)     # includes the -inf fill the op issues on the internal schedule
 
 
 def _counters(params):

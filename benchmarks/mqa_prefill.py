@@ -15,11 +15,11 @@ one-row-per-CTA design reads for the same windows (every chunk up to the row's w
 "Old" kernel) and the ratio of the two KV figures, which should be near 1/4 (four rows share a chunk).
 """
 import argparse
-import statistics
 
 import torch
 
 from flyaot import runtime
+from flyaot.runtime.timing import graph_median_us, on_gfx950
 from flyaot.kernel_defs.mqa_common import layouts
 from flyaot.kernel_defs.mqa_prefill.geometry import CHUNK_TOKENS, Geometry
 from flyaot.ops import pa_mqa_logits_fp4_prefill
@@ -50,31 +50,13 @@ def problem(batch, q, kv, device):
     return tensors, [t.to(device) for t in windows], kv
 
 
-def on_gfx950() -> bool:
-    return torch.cuda.is_available() and "gfx950" in getattr(torch.cuda.get_device_properties(0), "gcnArchName", "")
-
-
 def time_device(tensors, windows, msl, rounds):
     rows = tensors[0].shape[0]
     out = torch.full((rows, msl), float("-inf"), device="cuda")
     info, slots = compute_prefill_schedule(*windows, page_size=PAGE, max_seq_len=msl)
     call = lambda: pa_mqa_logits_fp4_prefill(*tensors, *windows, msl, out=out, cta_info=info,   # noqa: E731
                                              n_ctas=slots)
-    call()
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(20):
-            call()
-    times = []
-    for _ in range(rounds):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) * 1000 / 20)
-    return statistics.median(times)
+    return graph_median_us(call, rounds)
 
 
 def emulate(tensors, windows, msl):
