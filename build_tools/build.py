@@ -8,8 +8,8 @@ from .. import TARGET, __version__
 from ..formats import codeobject
 from ..formats.manifest import empty_manifest
 from ..kernel_defs import registry
+from ..kernel_defs.registry import family_source_hash
 from . import gates, pool, toolchain
-from .specs import family_source_hash
 from .store import BuildCache, make_entry, write_store
 
 log = logging.getLogger("flyaot.build")
@@ -38,9 +38,7 @@ def default_cache_dir() -> pathlib.Path:
 
 
 def spec_ids(specs, flydsl_version: str) -> dict:
-    hashes = {}
-    return {s.key: s.content_id(hashes.setdefault(s.family, family_source_hash(s.family)), flydsl_version)
-            for s in specs}
+    return {s.key: s.content_id(family_source_hash(s.family), flydsl_version) for s in specs}
 
 
 def finish_entry(spec, spec_id: str, build: dict):

@@ -7,21 +7,6 @@ from .. import TARGET
 from ..formats.manifest import Spec
 from ..kernel_defs import registry
 
-KERNEL_DEFS = pathlib.Path(registry.__file__).parent
-
-
-def family_source_hash(family: str) -> str:
-    """Hash of every source that can change a family's code objects: its own folder plus the shared
-    parts of kernel_defs (top-level modules and non-family folders), never other families."""
-    others = set(registry.family_names()) - {family}
-    h = hashlib.sha256()
-    for path in sorted(KERNEL_DEFS.rglob("*.py")):
-        rel = path.relative_to(KERNEL_DEFS)
-        if rel.parts[0] in others:
-            continue
-        h.update(rel.as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
-    return h.hexdigest()
-
 
 def enumerate_specs(families=None, *, include_unshipped=False, target=TARGET) -> list:
     names = families or registry.family_names()

@@ -3,7 +3,10 @@
 A family is a subpackage of kernel_defs with a `specs.py` that defines `FAMILY`; build_tools finds
 families by listing, so adding one needs no change outside its own folder.
 """
+import functools
+import hashlib
 import importlib
+import pathlib
 import pkgutil
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Optional
@@ -60,8 +63,23 @@ def get_family(name: str) -> Family:
 
 
 def family_dir(name: str):
-    import pathlib
     return pathlib.Path(importlib.import_module(f"{__package__}.{name}").__file__).parent
+
+
+@functools.lru_cache(maxsize=None)
+def family_source_hash(family: str) -> str:
+    """Hash of every source that can change a family's code objects: its own folder plus the shared
+    parts of kernel_defs (top-level modules and non-family folders), never other families. Part of a
+    spec's content id, so the build and the runtime both know when a code object is out of date."""
+    root = pathlib.Path(__file__).parent
+    others = set(family_names()) - {family}
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root)
+        if rel.parts[0] in others or "__pycache__" in rel.parts:
+            continue
+        h.update(rel.as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
 
 
 @dataclass(frozen=True)

@@ -70,3 +70,56 @@ def gemm_a16wfp4(x, weight: PreparedMXFP4Weight, out=None, *, fused_only: bool =
         return out
     runtime.launch(gemm_plan.plan(x, weight, out))
     return out
+
+
+# ------------------------------------------------------------------------------- CLI selftest and bench
+
+def selftest(device):
+    """Decode (split-K) and prefill configs through `gemm_a16wfp4` on small shapes, against the torch
+    reference with arbitrary bf16 activations: relative L2 error <= 1e-4 and >= 99.9% bit-exact outputs.
+    N and K are kernel arguments, so small N, K run the same code objects as the production shapes."""
+    from ..kernel_defs.gemm_a16wfp4 import configs, tiles
+    from ..kernel_defs.gemm_a16wfp4.reference import gemm_reference, random_weight
+    from ..runtime.hooks import check
+    torch.device(device)          # a bad device string fails the hook, not each case
+
+    def case(m, n, k, seed):
+        g = torch.Generator().manual_seed(seed)
+        w, s = random_weight(n, k, generator=g)
+        x = torch.randn(m, k, generator=g).to(torch.bfloat16)
+        y = gemm_a16wfp4(x.to(device), prepare_mxfp4_weight(w.to(device), s.to(device))).cpu()
+        ref = gemm_reference(x, w, s)
+        rel = ((y.float() - ref.float()).norm() / ref.float().norm()).item()
+        exact = (y.view(torch.int16) == ref.view(torch.int16)).float().mean().item()
+        return rel <= 1e-4 and exact >= 0.999, f"rel L2 {rel:.3g}, bit-exact {100 * exact:.2f}%"
+
+    for m, n, k in ((7, 256, 512), (40, 256, 256)):
+        name = f"{tiles.symbol(configs.choose(n, k, m))} M{m} N{n} K{k}"
+        yield check(name, lambda: case(m, n, k, m + n + k))
+
+
+# (M, N, K): the seed's shapes (kernel_semantics.md section 3) at M in {1, 512, 4096}.
+_BENCH_GPU = ((1, 8448, 7168), (512, 8448, 7168), (4096, 8448, 7168), (1, 1536, 7168), (1, 7168, 768),
+              (4096, 1024, 3584), (1, 3584, 512))
+_BENCH_EMU = ((1, 256, 512), (64, 256, 256))
+
+
+def bench(device):
+    """Median us per `gemm_a16wfp4` call with a preallocated output; on a GPU also torch's bf16 linear
+    on the same device (in `detail`) as the baseline."""
+    from ..kernel_defs.gemm_a16wfp4 import configs, tiles
+    from ..kernel_defs.gemm_a16wfp4.reference import random_weight
+    from ..runtime.hooks import timed
+    emu = torch.device(device).type == "cpu"
+    for m, n, k in _BENCH_EMU if emu else _BENCH_GPU:
+        g = torch.Generator().manual_seed(m + n + k)
+        w, s = random_weight(n, k, generator=g)
+        weight = prepare_mxfp4_weight(w.to(device), s.to(device))
+        x = torch.randn(m, k, generator=g).to(torch.bfloat16).to(device)
+        out = torch.empty(m, n, dtype=torch.bfloat16, device=device)
+        detail = tiles.symbol(configs.choose(n, k, m))
+        if not emu:
+            dense = torch.randn(n, k, generator=g).to(torch.bfloat16).to(device)
+            _, base, _ = timed("", lambda: torch.nn.functional.linear(x, dense), device)
+            detail += f"; torch bf16 linear {base:.2f} us" if base is not False else ""
+        yield timed(f"M{m} N{n} K{k}", lambda: gemm_a16wfp4(x, weight, out=out), device, detail)

@@ -76,7 +76,7 @@ def _prefilled(out, rows: int, max_seq_len: int, device):
 
 # ------------------------------------------------------------------------------- CLI selftest and bench
 
-def _selftest_problem(seed, ctx, next_n, heads, device, *, head_dim=128, page=64):
+def _hook_problem(seed, ctx, next_n, heads, device, *, head_dim=128, page=64):
     """Quantized inputs of the reference's test-data makers, moved to `device` (reference stays on CPU)."""
     from ..kernel_defs.mqa_common import layouts
     g = torch.Generator().manual_seed(seed)
@@ -93,11 +93,12 @@ def selftest(device):
     0.99999 and max |err| <= 1e-3 max|ref| on visible cells, every invisible cell exactly -inf."""
     from ..kernel_defs.mqa_common.reference import compare, passes
     from ..kernel_defs.mqa_decode.reference import pa_mqa_logits_reference, visible_mask
-    from ..runtime.hooks import check
+    from ..runtime.hooks import check, describe
     torch.device(device)          # a bad device string fails the hook, not each case
 
-    def case(seed, ctx, next_n, heads, msl, external=False, **kw):
-        cpu, dev = _selftest_problem(seed, ctx, next_n, heads, device)
+    def case(seed, ctx, next_n, heads, msl, *, head_dim=128, page=64, external=False):
+        cpu, dev = _hook_problem(seed, ctx, next_n, heads, device, head_dim=head_dim, page=page)
+        kw = {"kv_block_size": page}
         if external:              # caller-built schedule in a fixed buffer; the caller pre-fills -inf
             cta_info, _ = build_schedule(dev[-1], P.DEFAULT_TILE[0], len(ctx) * next_n, msl, next_n)
             kw.update(cta_info=cta_info, total_ctas=len(ctx) * next_n,
@@ -105,11 +106,13 @@ def selftest(device):
         out = pa_mqa_logits_fp4(*dev, msl, next_n=next_n, weight_scale=1.5, **kw)
         ref = pa_mqa_logits_reference(*cpu, msl, weight_scale=1.5, next_n=next_n)
         m = compare(out.cpu(), ref, visible_mask(cpu[-1], next_n, msl))
-        return passes(m), ", ".join(f"{k} {v:.7g}" if isinstance(v, float) else f"{k} {v}" for k, v in m.items())
+        return passes(m), describe(m)
 
     yield check("staged H16 D128 p64 next_n=2 ctx=[100,0,37]", lambda: case(1, [100, 0, 37], 2, 16, 128))
     yield check("staged H16 D128 p64 next_n=1 external schedule", lambda: case(2, [90, 5], 1, 16, 96,
                                                                                external=True))
+    yield check("staged H32 D256 p128 next_n=4 ctx=[200,3]", lambda: case(4, [200, 3], 4, 32, 256, head_dim=256,
+                                                                            page=128))
     yield check("direct H64 D128 p64 next_n=3 ctx=[70,0,130]", lambda: case(3, [70, 0, 130], 3, 64, 160))
 
 
@@ -128,7 +131,7 @@ def bench(device):
         avg = max_ctx // 2                  # ragged: uniform in [avg/2, 3avg/2], rounded up to the page
         ctx = [min(max_ctx, -(-int(avg * (0.5 + torch.rand(1, generator=g).item())) // 64) * 64)
                for _ in range(batch)]
-        _, dev = _selftest_problem(batch, ctx, next_n, heads, device)
+        _, dev = _hook_problem(batch, ctx, next_n, heads, device)
         out = torch.empty(batch * next_n, max_ctx, device=device)
         yield timed(f"{batch}x{next_n}x{max_ctx} H{heads}",
                     lambda: pa_mqa_logits_fp4(*dev, max_ctx, next_n=next_n, out=out), device,

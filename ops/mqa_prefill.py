@@ -117,3 +117,79 @@ def pa_mqa_logits_fp4_varqlen(q_fp4, q_scale, kv_cache, kv_scale, block_tables, 
                                      block_k=block_k, kv_block_size=kv_block_size, num_warps=num_warps,
                                      parallel_unit_num=parallel_unit_num, out=out, cta_info=cta_info,
                                      n_ctas=n_ctas, stream=stream)
+
+
+# ------------------------------------------------------------------------------- CLI selftest and bench
+
+def _hook_case(rows, ctx, heads, max_seq_len, seed, device, page_size=64):
+    """(CPU case, its tensors on `device`) from the reference's test-data maker."""
+    from ..kernel_defs.mqa_prefill.reference import make_case
+    case = make_case(rows, ctx, heads=heads, page_size=page_size, max_seq_len=max_seq_len, seed=seed)
+    dev = tuple(t.to(device) for t in (case.q_fp4, case.q_scale, case.kv_cache, case.kv_scale,
+                                       case.block_tables, case.weights))
+    return case, dev
+
+
+def _hook_metrics(out, case, rb, ls, le, weight_scale):
+    """(passes, detail) of `out` against the reference over the windows (criteria of mqa_common.reference)."""
+    from ..kernel_defs.mqa_common.reference import compare, passes
+    from ..kernel_defs.mqa_prefill import reference as R
+    from ..runtime.hooks import describe
+    ref = R.prefill_logits(case.q_fp4, case.q_scale, case.kv_cache, case.kv_scale, case.block_tables,
+                           case.weights, rb, ls, le, case.max_seq_len, weight_scale)
+    m = compare(out.cpu(), ref, R.visible(rb, ls, le, case.max_seq_len))
+    return passes(m), describe(m)
+
+
+def selftest(device):
+    """Explicit windows and variable qlen through the public ops on small problems, against the torch
+    reference: cosine >= 0.99999 and max |err| <= 1e-3 max|ref| in-window, every other cell exactly -inf."""
+    from ..kernel_defs.mqa_prefill import reference as R
+    from ..runtime.hooks import check
+    torch.device(device)          # a bad device string fails the hook, not each case
+
+    def i32(values):
+        return torch.tensor(values, dtype=torch.int32)
+
+    def explicit(heads, page, ctx, rb, ls, le, max_seq_len):
+        rb, ls, le = i32(rb), i32(ls), i32(le)
+        case, dev = _hook_case(len(rb), ctx, heads, max_seq_len, heads + page, device, page_size=page)
+        out = pa_mqa_logits_fp4_prefill(*dev, rb.to(device), ls.to(device), le.to(device), max_seq_len,
+                                        weight_scale=1.5)
+        return _hook_metrics(out, case, rb, ls, le, 1.5)
+
+    def varqlen():
+        # qlens 2, 0, 1 (an empty batch) plus one graph padding row.
+        cu, ctx = i32([0, 2, 2, 3]), [130, 64, 100]
+        case, dev = _hook_case(4, ctx, 64, 130, 2, device)
+        out = pa_mqa_logits_fp4_varqlen(*dev, case.max_seq_len, cu_seq_q=cu.to(device),
+                                        context_lens=i32(ctx).to(device))
+        return _hook_metrics(out, case, *R.varqlen_windows(cu, ctx, 4), 1.0)
+
+    # Two batches interleaved (row groups of 3, 1, 1), non-zero lower bounds, an empty window.
+    yield check("explicit windows H64 D128 p64 rows=5 batches=2", lambda: explicit(
+        64, 64, [150, 90], [0, 0, 0, 1, 0], [0, 10, 70, 0, 5], [150, 120, 70, 90, 149], 160))
+    yield check("explicit windows H128 D128 p128 rows=3 batches=1", lambda: explicit(
+        128, 128, [260], [0, 0, 0], [0, 100, 255], [260, 131, 259], 260))
+    yield check("varqlen H64 D128 p64 qlens=[2,0,1] + 1 padding row", varqlen)
+
+
+# (batch, q rows per batch, kv tokens): rows of the seed's prefill table (kernel_semantics.md 2.7), causal
+# windows (row n of a batch sees t <= kv - q + n).
+_BENCH_GPU = ((8, 128, 8192), (4, 256, 16384), (1, 4096, 4096), (1, 512, 65536))
+_BENCH_EMU = ((1, 4, 256),)
+
+
+def bench(device):
+    """Median us per `pa_mqa_logits_fp4_varqlen` call (including its -inf fill, windows and schedule),
+    H64, D128, page 64."""
+    from ..runtime.hooks import timed
+    emu = torch.device(device).type == "cpu"
+    for batch, qlen, kv in _BENCH_EMU if emu else _BENCH_GPU:
+        rows = batch * qlen
+        case, dev = _hook_case(rows, [kv] * batch, 64, kv, batch, device)
+        cu = torch.arange(0, rows + 1, qlen, dtype=torch.int32, device=device)
+        cl = torch.full((batch,), kv, dtype=torch.int32, device=device)
+        out = torch.empty(rows, kv, device=device)
+        yield timed(f"{batch}x{qlen}x{kv} H64", lambda: pa_mqa_logits_fp4_varqlen(
+            *dev, kv, cu_seq_q=cu, context_lens=cl, out=out), device, f"{rows} rows, causal windows")

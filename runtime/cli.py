@@ -150,14 +150,15 @@ def cmd_verify(a, config) -> int:
     return 1 if problems else 0
 
 
-def _default_device() -> str:
+def _default_device(config) -> str:
+    """cpu (the emulator) when FLYAOT_DEVICE=emu or torch sees no GPU, else cuda (torch's name for HIP too)."""
     import torch
-    return "cuda" if torch.cuda.is_available() else "cpu"
+    return "cuda" if config.device != "emu" and torch.cuda.is_available() else "cpu"
 
 
 def cmd_selftest(a, config) -> int:
     from . import hooks
-    device = a.device or _default_device()
+    device = a.device or _default_device(config)
     rows = hooks.run("selftest", device, a.family)
     for family, case, ok, detail in rows:
         print(f"{'PASS' if ok else 'FAIL'} {family} {case}" + (f": {detail}" if detail else ""))
@@ -168,7 +169,7 @@ def cmd_selftest(a, config) -> int:
 
 def cmd_bench(a, config) -> int:
     from . import hooks
-    device = a.device or _default_device()
+    device = a.device or _default_device(config)
     rows = hooks.run("bench", device, a.family)
     for family, case, us, detail in rows:
         shown = f"{us:10.2f} us" if isinstance(us, (int, float)) and not isinstance(us, bool) else "    FAILED"
@@ -216,7 +217,8 @@ def main(argv=None) -> int:
                            ("bench", cmd_bench, "each family's benchmark")):
         s = sub.add_parser(name, help=what)
         s.add_argument("--family", action="append")
-        s.add_argument("--device", help="cuda or cpu (the emulator); default: cuda if available")
+        s.add_argument("--device", help="cuda or cpu (the emulator); default: cpu with FLYAOT_DEVICE=emu, else cuda "
+                                         "if available")
         s.set_defaults(fn=fn)
     c = sub.add_parser("clear-cache", help="delete the user cache's code objects and manifest")
     c.set_defaults(fn=cmd_clear_cache)

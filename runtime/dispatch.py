@@ -8,7 +8,7 @@ import logging
 import threading
 
 from ..formats.manifest import Spec
-from . import drivers, jit, loader, misses
+from . import drivers, jit, loader, misses, stores
 from .config import Config
 from .errors import JitError
 
@@ -61,15 +61,17 @@ class Runtime:
     def find(self, spec: Spec, device: int):
         """(store, spec id, entry) for the spec: from a store, else JIT into the user cache, else an error."""
         index = self.index
-        hit = index.lookup(spec.key)
-        stale_id = None
-        if hit is not None and hit[0].kind == "cache" and not jit.unavailable_reason(self.config, spec.target) \
-                and hit[1] != jit.current_id(spec):
-            # A JIT product of older kernel sources (a developer edited kernel_defs): rebuild it.
-            log.warning("flyaot: the user cache's %s was built from other kernel sources; recompiling", spec.key)
-            hit, stale_id = None, hit[1]
+        current = stores.current_id(spec)
+        hit = index.lookup(spec.key, current)
         if hit is not None:
             return hit
+        stale = index.lookup(spec.key)
+        if stale is not None:
+            # Built from other kernel sources (a checkout whose kernel_defs changed since `make prebuilt`).
+            log.warning("flyaot: %s holds %s built from other kernel sources; not using it (rebuild the "
+                        "store: `python -m flyaot.build_tools build`)", stale[0].label, spec.key)
+        cached = index.store_of_kind("cache").by_key.get(spec.key)
+        stale_id = cached[0] if cached else None
         if self.config.record_misses:
             misses.record(self.config.record_misses, spec)
         reason = jit.unavailable_reason(self.config, spec.target)
@@ -79,11 +81,13 @@ class Runtime:
                 reason = ("a CUDA/HIP graph is being captured and the JIT never runs during capture; "
                           "launch once before capturing")
         if reason:
+            if stale is not None:
+                reason += f"; {stale[0].label} has it only from other kernel sources (rebuild that store)"
             raise misses.missing_error(spec, index, reason, self.config.record_misses)
         jit.publish(self.config.cache_dir, spec, timeout=self.config.jit_timeout, stale_id=stale_id)
         with self._lock:
             index.reopen(index.store_of_kind("cache"))
-        hit = index.lookup(spec.key)
+        hit = index.lookup(spec.key, current)
         if hit is None:
             raise JitError(f"flyaot: {spec.key} was compiled into {self.config.cache_dir} but is not in its manifest")
         return hit

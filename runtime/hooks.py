@@ -62,7 +62,12 @@ def check(case: str, fn) -> tuple:
         return case, False, _error(e)
 
 
-def timed(case: str, fn, device: str, detail: str = "", *, emu_calls: int = 1) -> tuple:
+def describe(metrics: dict) -> str:
+    """A detail string from a dict of acceptance metrics ("cosine 1, max_rel_err 6.5e-08, ...")."""
+    return ", ".join(f"{k} {v:.7g}" if isinstance(v, float) else f"{k} {v}" for k, v in metrics.items())
+
+
+def timed(case: str, fn, device: str, detail: str = "", *, emu_calls: int = 3) -> tuple:
     """(case, us_per_call, detail) of fn() on `device`; a failure is (case, False, error).
 
     GPU: median over 11 samples of 10 calls each, timed with torch's CUDA/HIP events on the current

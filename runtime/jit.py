@@ -74,13 +74,6 @@ def default_compile(spec):
     return compile_spec(spec)
 
 
-def current_id(spec) -> str:
-    """The content id a compile of `spec` gets now: it changes when the family's sources change, which
-    is how a user-cache entry left by older kernel sources is recognised as stale."""
-    from ..build_tools.build import spec_ids
-    return spec_ids([spec], EXPECTED_FLYDSL)[spec.key]
-
-
 def default_toolchain() -> dict:
     from ..build_tools import toolchain
     linker = toolchain.setup_process_env()

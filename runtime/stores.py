@@ -102,6 +102,15 @@ def _check_entry(sid: str, e: dict, target: str, origin: str) -> None:
     ArgLayout.from_entry(e, origin)
 
 
+def current_id(spec):
+    """The content id a build of `spec` from this package's kernel sources gets (None for a family this
+    package does not define). An entry with another id was built from other sources: out of date."""
+    from ..kernel_defs import registry
+    if spec.family not in registry.family_names():
+        return None
+    return spec.content_id(registry.family_source_hash(spec.family), EXPECTED_FLYDSL)
+
+
 class Index:
     """The stores in precedence order (package, extras, user cache); the first that has a key wins."""
 
@@ -115,11 +124,11 @@ class Index:
         stores.append(Store.open(config.cache_dir, "cache", missing_ok=True))
         return cls(stores)
 
-    def lookup(self, key: str):
-        """(store, spec id, entry) of the first store holding `key`, or None."""
+    def lookup(self, key: str, sid: str = None):
+        """(store, spec id, entry) of the first store holding `key` (built as content id `sid` if given)."""
         for store in self.stores:
             hit = store.by_key.get(key)
-            if hit is not None:
+            if hit is not None and (sid is None or hit[0] == sid):
                 return store, hit[0], hit[1]
         return None
 

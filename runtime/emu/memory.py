@@ -62,6 +62,13 @@ class Memory:
         k = bisect.bisect_right(self._base_list, lo) - 1
         return k if k >= 0 and hi <= self._end_list[k] else -1
 
+    def dword_view(self, lo: int, hi: int):
+        """(uint32 view, base address) of the dword-aligned allocation holding [lo, hi), or None."""
+        k = self.containing(lo, hi)
+        if k < 0 or self._u32[k] is None:
+            return None
+        return self._u32[k], self._base_list[k]
+
     # ----- lookup -----
     def _locate(self, addr: np.ndarray, nbytes: int, what: str):
         """Allocation index per address; raises naming the first address outside every allocation."""
@@ -119,19 +126,6 @@ class Memory:
                 off = ((addr - np.uint64(self._base_list[k])) >> np.uint64(2)).astype(np.intp)
                 return u32[off[:, None] + np.arange(ndw)] if ndw > 1 else u32[off][:, None]
         return self.load(addr, 4 * ndw, what).view(np.uint32)
-
-    def store_dwords(self, addr: np.ndarray, vals: np.ndarray, what: str = "store") -> None:
-        """Write uint32 [L, ndw] at each address (lanes in ascending order: later lanes win)."""
-        if addr.shape[0] == 0:
-            return
-        ndw = vals.shape[1]
-        k = self.containing(int(addr.min()), int(addr.max()) + 4 * ndw)
-        u32 = self._u32[k] if k >= 0 else None
-        if u32 is not None and not (addr & np.uint64(3)).any():
-            off = ((addr - np.uint64(self._base_list[k])) >> np.uint64(2)).astype(np.intp)
-            u32[off[:, None] + np.arange(ndw)] = vals
-            return
-        self.store(addr, np.ascontiguousarray(vals, dtype=np.uint32).view(np.uint8), what)
 
     def store(self, addr: np.ndarray, data: np.ndarray, what: str = "store") -> None:
         """Write uint8 [L, n] at each address (lanes in ascending order: later lanes win)."""

@@ -97,20 +97,59 @@ def f8f6f4_gather(m: int, fmt_name: str) -> np.ndarray:
     return inv
 
 
+def _reg_index(inv: np.ndarray, per_lane: int, unit: int) -> np.ndarray:
+    """Turn a gather over lane-major elements (lane * per_lane + element) into an index over
+    the operand registers themselves: regs [d, 64] viewed as `unit`-byte items and raveled, so
+    element e of lane l (item e of the lane's little-endian string) is at
+    (e // n) * 64 * n + l * n + e % n with n = 4 // unit items per dword."""
+    lane, e = inv // per_lane, inv % per_lane
+    n = 4 // unit
+    return (e // n) * (LANES * n) + lane * n + e % n
+
+
+@lru_cache(maxsize=None)
+def _f8_index(m: int, fmt_name: str) -> np.ndarray:
+    """FP8/BF8: byte index (see _reg_index) of every (row, K) entry, [m, K]."""
+    inv = f8f6f4_gather(m, fmt_name)
+    return _reg_index(inv, 32, 1).reshape(m, -1)
+
+
+@lru_cache(maxsize=None)
+def _fp4_index(m: int) -> np.ndarray:
+    """FP4: byte index of every (row, K pair) entry, [m, K/2]; entry (r, 2i) is the low nibble
+    and (r, 2i + 1) the high nibble of byte (r, i) (K runs contiguously through a lane)."""
+    inv = f8f6f4_gather(m, FP4.name).reshape(m, -1)[:, 0::2]
+    byte_inv = (inv // 32) * 16 + (inv % 32) // 2
+    return _reg_index(byte_inv.ravel(), 16, 1).reshape(m, -1)
+
+
+@lru_cache(maxsize=None)
+def _dense_index(m: int, k: int) -> np.ndarray:
+    """bf16/f16: 16-bit item index (see _reg_index) of every (row, K) entry, [m, K]."""
+    return _reg_index(dense_gather(m, k), k * m // LANES, 2).reshape(m, k)
+
+
+@lru_cache(maxsize=None)
+def _acc_gather(m: int) -> np.ndarray:
+    """Position in the raveled accumulator registers [d, 64] of every (row, col), [m*m]."""
+    inv = np.empty(m * m, dtype=np.intp)
+    inv[acc_index(m).ravel()] = np.arange(m * m)
+    return inv
+
+
 def operand_dwords(fmt: MiniFloat) -> int:
     """Registers one f8f6f4 operand occupies for its format."""
     return 4 if fmt is FP4 else 6 if fmt in (FP6, BF6) else 8
 
 
-def _halves(regs: np.ndarray) -> np.ndarray:
-    """uint32 [d, 64] -> uint16 [64, 2d]: each lane's 16-bit elements, low half first."""
-    return np.ascontiguousarray(regs.T).view(np.uint16).reshape(LANES, -1)
+def _items(regs: np.ndarray, dtype) -> np.ndarray:
+    """Register rows [d, 64] as one flat array of `dtype` items (dword-major, then lane)."""
+    return np.ascontiguousarray(regs, dtype=np.uint32).view(dtype).ravel()
 
 
 def _acc_in(c_regs: np.ndarray, m: int) -> np.ndarray:
-    c = np.empty(m * m, dtype=np.float64)
-    c[acc_index(m).ravel()] = np.ascontiguousarray(c_regs, dtype=np.uint32).view(np.float32).ravel()
-    return c.reshape(m, m)
+    """Accumulator registers -> the (m x m) f32 matrix C."""
+    return _items(c_regs, np.float32).take(_acc_gather(m)).reshape(m, m)
 
 
 def _acc_out(d: np.ndarray, m: int) -> np.ndarray:
@@ -149,9 +188,9 @@ def mfma_dense(a_regs, b_regs, c_regs, m: int, k: int, elem: str,
     if cbsz or blgp:
         lane_a, lane_b = broadcast_lanes(cbsz, abid, blgp)
         a_regs, b_regs = a_regs[:, lane_a], b_regs[:, lane_b]
-    inv = dense_gather(m, k)
-    a = np.take(decode(_halves(a_regs[:kl // 2])), inv).reshape(m, k).astype(np.float64)
-    bt = np.take(decode(_halves(b_regs[:kl // 2])), inv).reshape(m, k).astype(np.float64)
+    idx = _dense_index(m, k)
+    a = decode(_items(a_regs[:kl // 2], np.uint16).take(idx)).astype(np.float64)
+    bt = decode(_items(b_regs[:kl // 2], np.uint16).take(idx)).astype(np.float64)
     return _acc_out(_acc_in(c_regs, m) + a @ bt.T, m)
 
 
@@ -161,15 +200,14 @@ _FP4_PAIRS = FP4.decode64(fp4_unpack(np.arange(256, dtype=np.uint8)[:, None]))
 
 def _f8f6f4_values(regs, m: int, fmt: MiniFloat) -> np.ndarray:
     """Operand registers -> the (m x K) matrix of values (row = A row / B column)."""
-    byts = dwords_to_bytes(regs[:operand_dwords(fmt)])
-    if fmt is FP4:
-        vals = np.take(_FP4_PAIRS, byts, axis=0)
-    elif fmt in (FP6, BF6):
-        vals = fmt.decode64(fp6_unpack(byts))
-    else:
-        vals = fmt.decode64(byts)
+    regs = regs[:operand_dwords(fmt)]
     k = 128 if m == 16 else 64
-    return np.take(vals, f8f6f4_gather(m, fmt.name)).reshape(m, k)
+    if fmt is FP4:
+        return _FP4_PAIRS.take(_items(regs, np.uint8).take(_fp4_index(m)), axis=0).reshape(m, k)
+    if fmt in (FP6, BF6):
+        vals = fmt.decode64(fp6_unpack(dwords_to_bytes(regs)))
+        return np.take(vals, f8f6f4_gather(m, fmt.name)).reshape(m, k)
+    return fmt.table.take(_items(regs, np.uint8).take(_f8_index(m, fmt.name)))
 
 
 def scale_bytes(scale_reg: np.ndarray, byte: int) -> np.ndarray:
@@ -193,9 +231,9 @@ def mfma_f8f6f4(a_regs, b_regs, c_regs, m: int, cbsz: int, blgp: int,
     bt = _f8f6f4_values(b_regs, m, fb)
     nb = a.shape[1] // 32
     if scale_a is not None:
-        # scale of (row r, block kb) sits in lane r + m*kb
-        sa = e8m0_to_f64(np.asarray(scale_a)).reshape(nb, m).T
-        sb = e8m0_to_f64(np.asarray(scale_b)).reshape(nb, m).T
-        a = (a.reshape(m, nb, 32) * sa[:, :, None]).reshape(m, -1)
-        bt = (bt.reshape(m, nb, 32) * sb[:, :, None]).reshape(m, -1)
-    return _acc_out(_acc_in(c_regs, m) + a @ bt.T, m)
+        # scale of (row r, block kb) sits in lane r + m*kb; exact power-of-two products
+        for x, sc in ((a, scale_a), (bt, scale_b)):
+            x.reshape(m, nb, 32)[...] *= e8m0_to_f64(sc).reshape(nb, m).T[:, :, None]
+    d = a @ bt.T
+    d += _acc_in(c_regs, m)
+    return _acc_out(d, m)

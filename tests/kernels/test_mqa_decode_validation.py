@@ -109,6 +109,26 @@ def test_schedule_and_out_arguments():
         _call(dict(a, max_seq_len=0), kw)
 
 
+@pytest.mark.parametrize("next_n,pgrid", [(1, None), (2, None), (3, 18), (1, 7)])
+def test_schedule_covers_each_rows_chunks_up_to_max_seq_len_once(next_n, pgrid):
+    """Every row's chunks below ceil(min(ctx, max_seq_len) / block_k) are served by exactly one CTA and no
+    CTA is given a chunk past that (contexts longer than max_seq_len included); the ctx field is the true
+    context, which the kernel's causal rule needs."""
+    ctx, bk, msl = [0, 700, 5, 256, 257, 1000], 256, 600
+    pgrid = pgrid or len(ctx) * next_n * -(-msl // bk)
+    info, _ = build_schedule(torch.tensor(ctx, dtype=torch.int32), bk, pgrid, msl, next_n)
+    served = {}
+    for row, start, count, c in info.tolist():
+        if c == 0:                                         # an unused slot or an empty sequence: no stores
+            continue
+        assert c == ctx[row // next_n]
+        for k in range(start, start + count):
+            served[(row, k)] = served.get((row, k), 0) + 1
+    want = {(b * next_n + n, k) for b, c in enumerate(ctx) for n in range(next_n)
+            for k in range(-(-min(c, msl) // bk))}
+    assert set(served) == want and set(served.values()) == {1}
+
+
 # ------------------------------------------------------------------------------------------ dispatch
 
 def _plan_of(monkeypatch, a, kw):
@@ -131,7 +151,8 @@ def test_dispatch_direct_only_for_internal_d128_h64_h128(monkeypatch):
     staged = [dict(cta_info=ci, total_ctas=4), dict(block_k=128, num_warps=2), dict(block_k=256),
               dict(num_warps=4), dict(parallel_unit_num=4)]
     for extra in staged:
-        assert _plan_of(monkeypatch, a, dict(kw, **extra)).params["path"] == "staged", extra
+        plan = _plan_of(monkeypatch, a, dict(kw, **extra))
+        assert plan.params["path"] == "staged" and plan.args["max_seq_len"] == 128, extra
     for heads, head_dim in ((32, 128), (96, 128), (64, 256)):
         a, kw = _args(heads=heads, head_dim=head_dim)
         assert _plan_of(monkeypatch, a, kw).params["path"] == "staged", (heads, head_dim)

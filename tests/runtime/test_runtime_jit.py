@@ -123,23 +123,26 @@ def test_lock_helper_excludes_within_one_process_too(tmp_path):
 
 
 @pytest.mark.slow
-def test_user_cache_entry_from_older_sources_is_recompiled(tmp_path, caplog):
+def test_entry_built_from_other_kernel_sources_is_not_used(tmp_path, caplog):
     from runtime_helpers import read_manifest, write_manifest
+
+    from flyaot.runtime.errors import MissingSpecError
+    from flyaot.runtime.stores import current_id
     cache = tmp_path / "cache"
     out = torch.zeros(8)
     Runtime(make_config(tmp_path, cache=cache, disable_jit=False)).launch(probe.plan(out, 1.0))
     (sid, entry), = read_manifest(cache)["specs"].items()
-    assert sid == jit.current_id(Spec.make("probe", {"block": 64, "behavior": "ok"}, "gfx950"))
+    assert sid == current_id(Spec.make("probe", {"block": 64, "behavior": "ok"}, "gfx950"))
     # Re-label the entry as a product of other kernel sources: a different content id, same bytes.
     old = "0" * 24
     (cache / entry["file"]).rename(cache / f"gfx950/{old}.co")
     manifest = read_manifest(cache)
     manifest["specs"] = {old: dict(entry, id=old, file=f"gfx950/{old}.co")}
     write_manifest(cache, manifest)
-    # With the JIT disabled the entry is trusted (production: the cache is version-scoped) ...
-    Runtime(make_config(tmp_path, cache=cache)).launch(probe.plan(out, 2.0))
-    assert torch.equal(out, torch.full((8,), 3.0))
-    # ... with the JIT available it is rebuilt from the current sources and replaces the old entry.
+    # Without the JIT it is a miss that says why ...
+    with pytest.raises(MissingSpecError, match="only from other kernel sources"):
+        Runtime(make_config(tmp_path, cache=cache)).launch(probe.plan(out, 2.0))
+    # ... with the JIT it is rebuilt from the current sources and replaces the old entry.
     with caplog.at_level("WARNING", logger="flyaot.runtime"):
         Runtime(make_config(tmp_path, cache=cache, disable_jit=False)).launch(probe.plan(out, 4.0))
     assert torch.equal(out, torch.full((8,), 5.0))

@@ -7,7 +7,8 @@ hardware it would read 0 / drop the write, but in our kernels it always means a 
 import numpy as np
 
 from ..wave import EmuError, LANES
-from . import handles
+from . import handles, specializes
+from .common import plain
 
 _L = np.arange(LANES)
 
@@ -107,6 +108,41 @@ def _ds_write(w, ins):
     m = w.exec
     addr = (_vaddr(w, ins) + _off(ins))[m]
     lds_store(w, ins, addr, _data_bytes(w, ins.src[1], nbytes, m, d16))
+
+
+@specializes("ds_read_b32", "ds_read_b64", "ds_read_b96", "ds_read_b128",
+              "ds_write_b32", "ds_write_b64", "ds_write_b96", "ds_write_b128")
+def _fast_ds(ins):
+    """Whole-dword LDS reads/writes: when every lane is active and all addresses are dword
+    aligned and inside the allocation, one gather/scatter on the LDS's uint32 view; anything
+    else takes the general handler (which also raises the errors)."""
+    is_read = ins.op.startswith("ds_read")
+    ndw = int(ins.op.rsplit("_b", 1)[1]) // 32
+    a = ins.src[0]
+    v = ins.dst[0] if is_read else ins.src[1]
+    if a.kind != "vgpr" or a.count != 1 or v.kind not in ("vgpr", "agpr") or v.count != ndw or \
+            not plain(ins, allowed=("offset",)):
+        return None
+    off, ai, vi, agpr = np.uint32(_off(ins)), a.index, v.index, v.kind == "agpr"
+    general = _ds_read if is_read else _ds_write
+    span = np.arange(ndw)[:, None]
+
+    def run(w, ins):
+        addr = w.vgpr[ai] + off                      # wraps at 32 bits like _wrap
+        size = w.lds.size
+        if np.count_nonzero(w.exec) != LANES or np.count_nonzero(addr & np.uint32(3)) or \
+                int(addr.max()) + 4 * ndw > size:
+            return general(w, ins)
+        idx = (addr >> np.uint32(2))[None, :] + span       # [ndw, 64]
+        u32 = w.lds[:size - size % 4].view(np.uint32)
+        b = w.agpr_base + vi if agpr else vi
+        if is_read:
+            w.vgpr[b:b + ndw] = u32.take(idx)
+            w.counters.lds_bytes_read += LANES * 4 * ndw
+        else:
+            u32[idx.T] = w.vgpr[b:b + ndw].T               # lane order: later lanes win
+            w.counters.lds_bytes_written += LANES * 4 * ndw
+    return run
 
 
 def _pair_scale(op: str) -> tuple[int, int]:

@@ -96,26 +96,30 @@ def op(names, dst_t, src_ts, fn):
         specializes(n)(_fast_generic)
 
 
-_LOW28 = u64(0x0FFFFFFF)
+_LOW29, _BIT28 = u64(0x1FFFFFFF), u64(0x10000000)
+_ABS64 = u64(0x7FFFFFFFFFFFFFFF)
+_F32_MIN_NORMAL = np.float64(2.0 ** -126).view(u64)
 
 
 def _fma32(a, b, c):
     """Fused f32 a*b+c with one rounding: exact product in f64, f64 sum, then to f32.
 
     The f64 sum s is rounded once; rounding it again to f32 can only go wrong when s is inexact
-    and sits exactly halfway between two f32 values (its low 28 significand bits are then zero).
-    Those lanes move one f64 ulp toward the exact sum (TwoSum error term), which makes the f32
-    rounding go the way the exact value does."""
+    and sits exactly halfway between two f32 values: for results in the normal f32 range its
+    low 29 significand bits are then 1 followed by 28 zeros; f32-subnormal results are all
+    checked. Those lanes move one f64 ulp toward the exact sum (TwoSum error term), which makes
+    the f32 rounding go the way the exact value does."""
     p = np.multiply(a, b, dtype=f64)
     s = np.add(p, c, dtype=f64)
-    cand = (s.view(u64) & _LOW28) == 0
-    if cand.any():
+    bits = s.view(u64)
+    # (|s| bits) - 1 < min-normal bits: nonzero s below 2^-126 (s == 0 is always exact)
+    cand = ((bits & _LOW29) == _BIT28) | (((bits & _ABS64) - u64(1)) < _F32_MIN_NORMAL)
+    if np.count_nonzero(cand):
         c = np.asarray(c, dtype=f64)
         bp = s - c
         err = (p - bp) + (c - (s - bp))
-        off = cand & (err != 0)
-        if off.any():
-            off &= np.isfinite(s)
+        off = cand & (err != 0) & np.isfinite(s)
+        if np.count_nonzero(off):
             s = np.where(off, np.nextafter(s, np.copysign(np.inf, err)), s)
     return s.astype(f32)
 
@@ -186,23 +190,27 @@ def _med3f(a, b, c):
     return np.fmax(np.fmin(a, b), np.fmin(np.fmax(a, b), c))
 
 
+_SIGN32 = u32(0x80000000)
+
+
 def _maximum3(a, b, c):
-    """IEEE maximum of three (NaN propagates, +0 > -0), fixing signed zeros only when the
-    result is a zero."""
+    """IEEE maximum of three: NaN propagates and +0 > -0. A zero result is +0 unless every
+    input is -0 or negative, i.e. its sign is the AND of the inputs' signs."""
     r = np.maximum(np.maximum(a, b), c)
     z = r == 0
-    if z.any():
-        pos = ((a == 0) & ~np.signbit(a)) | ((b == 0) & ~np.signbit(b)) | ((c == 0) & ~np.signbit(c))
-        r = np.where(z & pos, r.dtype.type(0.0), r)
+    if np.count_nonzero(z):
+        sign = a.view(u32) & b.view(u32) & c.view(u32) & _SIGN32
+        r = np.where(z, sign.view(f32), r)
     return r
 
 
 def _minimum3(a, b, c):
+    """IEEE minimum of three: a zero result is -0 if any input is -0 (OR of the signs)."""
     r = np.minimum(np.minimum(a, b), c)
     z = r == 0
-    if z.any():
-        neg = ((a == 0) & np.signbit(a)) | ((b == 0) & np.signbit(b)) | ((c == 0) & np.signbit(c))
-        r = np.where(z & neg, r.dtype.type(-0.0), r)
+    if np.count_nonzero(z):
+        sign = (a.view(u32) | b.view(u32) | c.view(u32)) & _SIGN32
+        r = np.where(z, sign.view(f32), r)
     return r
 
 

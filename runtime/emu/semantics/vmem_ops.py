@@ -205,44 +205,67 @@ def _fast_buffer(ins):
     what = f"{ins.op} at 0x{ins.addr:x}"
     stride = _LDS_DMA_STRIDE.get(nbytes)
 
+    span = np.arange(ndw, dtype=np.int64)[:, None]
+
     def run(w, ins):
         d0, d1, d2, d3 = w.sgpr[si:si + 4].tolist()
         if (d1 >> 31) & 1 or (d3 >> 23) & 1:
             return general(w, ins)                   # swizzled / ADD_TID resources
-        rel = w.vgpr[vi].astype(np.int64) + inst if offen else np.full(LANES, inst, np.int64)
-        whole = rel + nbytes <= d2
+        rel = w.vgpr[vi].astype(np.int64) if offen else np.zeros(LANES, np.int64)
+        if inst:
+            rel += inst
         m = w.exec
-        act = m & whole
-        if nbytes > 4 and (m & ~whole & (rel + 4 <= d2)).any():
+        act = m & (rel <= d2 - nbytes)
+        n = int(np.count_nonzero(act))
+        if nbytes > 4 and n != np.count_nonzero(m & (rel <= d2 - 4)):
             return general(w, ins)                   # some dwords of a lane in range, some not
+        if not n and is_store:
+            return
         start = (d0 | ((d1 & 0xFFFF) << 32)) + (int(w.sgpr[soff_reg]) if soff_reg is not None
                                                  else soff_const)
-        n = int(np.count_nonzero(act))
+        if n != LANES:
+            rel = rel[act]
+        # dword accesses inside one aligned allocation: index its uint32 view directly
+        dv = None
+        if not nbytes % 4 and n:
+            dv = w.mem.dword_view(start, start + d2)
+            if dv is None:
+                dv = w.mem.dword_view(start + int(rel.min()), start + int(rel.max()) + nbytes)
+        if dv is not None:
+            idx = rel + (start - dv[1])
+            if np.count_nonzero(idx & 3):
+                dv = None
+            else:
+                idx = (idx >> 2)[None, :] + span          # [ndw, n] dword indices
         if is_store:
-            if n:
-                b = w.agpr_base + vdata.index if vdata.kind == "agpr" else vdata.index
-                data = w.vgpr[b:b + ndw].T[act]
-                addr = (rel[act] + start).astype(U64)
-                if nbytes % 4:
-                    w.mem.store(addr, np.ascontiguousarray(data).view(np.uint8)[:, :nbytes], what)
-                else:
-                    w.mem.store_dwords(addr, data, what)
-                w.counters.global_bytes_written += n * nbytes
+            b = w.agpr_base + vdata.index if vdata.kind == "agpr" else vdata.index
+            data = w.vgpr[b:b + ndw]
+            if n != LANES:
+                data = data[:, act]
+            if dv is not None:
+                dv[0][idx] = data
+            else:
+                w.mem.store((rel + start).astype(U64),
+                            np.ascontiguousarray(data.T).view(np.uint8)[:, :nbytes], what)
+            w.counters.global_bytes_written += n * nbytes
             return
-        if n == LANES:
-            vals = w.mem.load_dwords((rel + start).astype(U64), ndw, what)
-        else:
-            vals = np.zeros((LANES, ndw), dtype=np.uint32)
+        if dv is not None:
+            vals = dv[0].take(idx)
+        elif n:
+            vals = w.mem.load_dwords((rel + start).astype(U64), ndw, what).T
+        if n != LANES:                               # lanes out of range (or off) read 0
+            full = np.zeros((ndw, LANES), dtype=np.uint32)
             if n:
-                vals[act] = w.mem.load_dwords((rel[act] + start).astype(U64), ndw, what)
+                full[:, act] = vals
+            vals = full
         w.counters.global_bytes_read += n * nbytes
         if to_lds:
             lanes = np.flatnonzero(m)
             lds_store(w, ins, (w.m0 & 0xFFFFFFFF) + inst + lanes * stride,
-                      np.ascontiguousarray(vals[lanes]).view(np.uint8))
+                      np.ascontiguousarray(vals.T[lanes]).view(np.uint8))
             return
         b = w.agpr_base + dst.index if dst.kind == "agpr" else dst.index
-        np.copyto(w.vgpr[b:b + ndw], vals.T, where=m)
+        np.copyto(w.vgpr[b:b + ndw], vals, where=m)
     return run
 
 
