@@ -15,7 +15,6 @@ exception; the helpers below let a hook turn one case's exception into one faile
 """
 import importlib
 import importlib.util
-import statistics
 import time
 import traceback
 
@@ -70,31 +69,22 @@ def describe(metrics: dict) -> str:
 def timed(case: str, fn, device: str, detail: str = "", *, emu_calls: int = 3) -> tuple:
     """(case, us_per_call, detail) of fn() on `device`; a failure is (case, False, error).
 
-    GPU: median over 11 samples of 10 calls each, timed with torch's CUDA/HIP events on the current
-    stream after 3 warm-up calls. CPU: wall time of the emulator, which says nothing about a GPU.
+    GPU: timing.graph_median_us (median of 9 replays of a graph of 20 calls, CUDA/HIP events), so host
+    launch cost is excluded. CPU: wall time of the emulator, which says nothing about a GPU.
     """
     import torch
+
+    from .timing import graph_median_us
     try:
+        if torch.device(device).type != "cpu":
+            us = graph_median_us(fn, rounds=9)
+            return case, us, "; ".join(filter(None, [detail, "median of 9 graph replays x 20 calls"]))
         fn()                                   # loads the code object; not timed
-        if torch.device(device).type == "cpu":
-            t0 = time.perf_counter()
-            for _ in range(emu_calls):
-                fn()
-            us = (time.perf_counter() - t0) * 1e6 / emu_calls
-            return case, us, "; ".join(filter(None, [detail, f"emulator wall time per call ({emu_calls} calls), "
-                                                            "not a GPU timing"]))
-        for _ in range(3):
+        t0 = time.perf_counter()
+        for _ in range(emu_calls):
             fn()
-        samples = []
-        for _ in range(11):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            for _ in range(10):
-                fn()
-            end.record()
-            end.synchronize()
-            samples.append(start.elapsed_time(end) * 1e3 / 10)
-        return case, statistics.median(samples), "; ".join(filter(None, [detail, "median of 11 x 10 calls, "
-                                                                                  "device events"]))
+        us = (time.perf_counter() - t0) * 1e6 / emu_calls
+        return case, us, "; ".join(filter(None, [detail, f"emulator wall time per call ({emu_calls} calls), "
+                                                        "not a GPU timing"]))
     except Exception as e:
         return case, False, _error(e)
