@@ -1,36 +1,22 @@
 """A16WFP4 GEMM code objects executed on the gfx950 emulator through the runtime path, against the
 torch reference (kernel_semantics.md 3.6 acceptance). N and K are runtime arguments, so scaled-down
 shapes run exactly the code objects the production shapes use."""
-import json
-import subprocess
-import sys
-
 import pytest
 import torch
 from torch.profiler import ProfilerActivity, profile
 
 from flyaot import runtime
 from flyaot.formats import codeobject
-from flyaot.formats.manifest import MANIFEST_NAME
 from flyaot.kernel_defs.gemm_a16wfp4 import configs, plan, reference, tiles
 from flyaot.ops import gemm_a16wfp4, prepare_mxfp4_weight
+from tests.support import emulated_store
 
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
     """This family built by the real build CLI into a fresh store the runtime serves (JIT off)."""
-    root = tmp_path_factory.mktemp("gemm_a16wfp4")
-    proc = subprocess.run([sys.executable, "-m", "flyaot.build_tools", "build", "--family", "gemm_a16wfp4",
-                           "--out", str(root / "store"), "--cache", str(root / "cache")],
-                          capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("FLYAOT_PREBUILT_PATH", str(root / "store"))
-        mp.setenv("FLYAOT_DEVICE", "emu")
-        mp.setenv("FLYAOT_DISABLE_JIT", "1")
-        runtime.reset()
-        yield {"root": root / "store", "manifest": json.loads((root / "store" / MANIFEST_NAME).read_text())}
-    runtime.reset()
+    with emulated_store(tmp_path_factory.mktemp("gemm_a16wfp4"), "--family", "gemm_a16wfp4") as (root, manifest):
+        yield {"root": root, "manifest": manifest}
 
 
 def _gen(seed):

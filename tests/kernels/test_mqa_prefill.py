@@ -4,15 +4,9 @@ The family is built by the real build CLI into a fresh store that the runtime se
 the tests run the shipped code objects and read their shipped metadata. Criteria (mqa_common.reference):
 cosine >= 0.99999 and max |err| <= 1e-3 max|ref| in-window, every other cell exactly -inf.
 """
-import json
-import subprocess
-import sys
-
 import pytest
 import torch
 
-from flyaot import runtime
-from flyaot.formats.manifest import MANIFEST_NAME
 from flyaot.kernel_defs.mqa_common import layouts
 from flyaot.kernel_defs.mqa_common.reference import compare, passes
 from flyaot.kernel_defs.mqa_prefill import plan, specs
@@ -20,22 +14,13 @@ from flyaot.kernel_defs.mqa_prefill import reference as R
 from flyaot.kernel_defs.mqa_prefill.geometry import Geometry
 from flyaot.ops import pa_mqa_logits_fp4_prefill, pa_mqa_logits_fp4_varqlen
 from flyaot.ops.mqa_prefill import compute_prefill_schedule, compute_varqlen_windows
+from tests.support import emulated_store
 
 
 @pytest.fixture(scope="module", autouse=True)
 def store(tmp_path_factory):
-    root = tmp_path_factory.mktemp("mqa_prefill")
-    proc = subprocess.run([sys.executable, "-m", "flyaot.build_tools", "build", "--family", "mqa_prefill",
-                           "--out", str(root / "store"), "--cache", str(root / "cache")],
-                          capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("FLYAOT_PREBUILT_PATH", str(root / "store"))
-        mp.setenv("FLYAOT_DEVICE", "emu")
-        mp.setenv("FLYAOT_DISABLE_JIT", "1")
-        runtime.reset()
-        yield json.loads((root / "store" / MANIFEST_NAME).read_text())
-    runtime.reset()
+    with emulated_store(tmp_path_factory.mktemp("mqa_prefill"), "--family", "mqa_prefill") as (_, manifest):
+        yield manifest
 
 
 def _i32(values):
