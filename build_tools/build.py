@@ -1,13 +1,16 @@
 """One build: specs -> (cache hit | compile in workers) -> gates -> store."""
 import logging
+import os
 import pathlib
+import re
 import time
 from dataclasses import dataclass, field
 
-from .. import TARGET, __version__
+from .. import FLYDSL_VERSION, TARGET, __version__
 from ..formats import codeobject
 from ..formats.manifest import empty_manifest
 from ..kernel_defs import registry
+from ..kernel_defs.flydsl_compile import KernelBuild
 from ..kernel_defs.registry import family_source_hash
 from . import gates, pool, toolchain
 from .store import BuildCache, make_entry, write_store
@@ -20,8 +23,10 @@ class BuildReport:
     built: int = 0
     cached: int = 0
     failures: dict = field(default_factory=dict)     # spec key -> reason
+    entries: dict = field(default_factory=dict)      # spec id -> manifest entry
+    blobs: dict = field(default_factory=dict)        # spec id -> code object bytes
+    toolchain: dict = None
     seconds: float = 0.0
-    manifest: dict = None
 
     @property
     def summary(self) -> str:
@@ -29,73 +34,81 @@ class BuildReport:
 
 
 def default_cache_dir() -> pathlib.Path:
-    import os
     env = os.environ.get("FLYAOT_BUILD_CACHE")
-    if env:
-        return pathlib.Path(env)
-    base = pathlib.Path(os.environ.get("XDG_CACHE_HOME", pathlib.Path.home() / ".cache"))
-    return base / "flyaot" / "build-cache"
+    return pathlib.Path(env) if env else toolchain.user_cache_home() / "flyaot" / "build-cache"
 
 
 def spec_ids(specs, flydsl_version: str) -> dict:
     return {s.key: s.content_id(family_source_hash(s.family), flydsl_version) for s in specs}
 
 
-def finish_entry(spec, spec_id: str, build: dict):
-    """Gate one compiled spec; return (entry, None) or (None, reason)."""
+def finish_entry(spec, spec_id: str, kb: KernelBuild):
+    """Gate one compiled (or cached) spec; return (entry, None) or (None, reason)."""
     fam = registry.get_family(spec.family)
     params = spec.param_dict
     try:
-        co = codeobject.parse(build["code_object"])
+        co = codeobject.parse(kb.code_object)
     except codeobject.CodeObjectError as e:
         return None, str(e)
     problems = gates.check(co, symbol=fam.symbol(params), block=tuple(fam.block(params)),
-                           traced_block=tuple(build["block"]), arg_ctypes=tuple(build["arg_ctypes"]),
-                           budget=fam.budget(params))
+                           traced_block=tuple(kb.block), arg_ctypes=tuple(kb.arg_ctypes), budget=fam.budget(params))
     if problems:
         return None, "refused by gates: " + "; ".join(problems)
-    return make_entry(spec, spec_id, build, co), None
+    return make_entry(spec, spec_id, kb, co), None
+
+
+def compile_specs(specs, *, cache_dir=None, jobs=None, timeout=120.0) -> BuildReport:
+    """Every spec from the content-addressed cache or a compile worker, each gated; never raises for a
+    failing spec (its reason lands in report.failures)."""
+    t0 = time.monotonic()
+    fv = toolchain.flydsl_version()
+    if fv != FLYDSL_VERSION:
+        raise toolchain.ToolchainError(f"FlyDSL {fv} is installed; flyaot {__version__} is built and tested "
+                                       f"with FlyDSL {FLYDSL_VERSION} (`python -m pip install flydsl=={FLYDSL_VERSION}`)")
+    linker = toolchain.find_linker()
+    toolkit = toolchain.prepare_toolkit(linker)
+    ids = spec_ids(specs, fv)
+    # The linker is not part of a spec's content id (the runtime cannot know it), so it keys the cache.
+    cache = BuildCache(pathlib.Path(cache_dir or default_cache_dir()) / re.sub(r"\W+", "-", linker.version))
+    report = BuildReport(toolchain={"flydsl": fv, "lld": linker.version})
+
+    def accept(spec, kb):
+        sid = ids[spec.key]
+        entry, reason = finish_entry(spec, sid, kb)
+        if reason:
+            report.failures[spec.key] = reason
+            return False
+        report.entries[sid], report.blobs[sid] = entry, kb.code_object
+        return True
+
+    todo = []
+    for s in specs:
+        hit = cache.get(ids[s.key])
+        if hit and accept(s, KernelBuild.from_entry(*hit)):   # cached objects pass today's gates too
+            report.cached += 1
+        elif not hit:
+            todo.append(s)
+    jobs = jobs or pool.default_jobs()
+    log.info("%d specs: %d cached, %d to compile with %d workers (linker: %s, %s)",
+             len(specs), report.cached, len(todo), min(jobs, max(len(todo), 1)), linker.origin, linker.version)
+
+    def on_result(outcome):
+        if not outcome.ok:
+            report.failures[outcome.spec.key] = outcome.error.strip()
+        elif accept(outcome.spec, KernelBuild(**outcome.build)):
+            cache.put(report.entries[ids[outcome.spec.key]], outcome.build["code_object"])
+            report.built += 1
+
+    pool.compile_all(todo, jobs=jobs, timeout=timeout, toolkit_root=str(toolkit), on_result=on_result)
+    report.seconds = time.monotonic() - t0
+    return report
 
 
 def build(specs, *, out, cache_dir=None, jobs=None, timeout=120.0) -> BuildReport:
-    t0 = time.monotonic()
-    linker = toolchain.find_linker()
-    toolkit = toolchain.prepare_toolkit(linker)
-    fv = toolchain.flydsl_version()
-    ids = spec_ids(specs, fv)
-    cache = BuildCache(cache_dir or default_cache_dir())
-    report = BuildReport()
-    entries, blobs, todo = {}, {}, []
-    for s in specs:
-        hit = cache.get(ids[s.key])
-        if hit:
-            entries[ids[s.key]], blobs[ids[s.key]] = hit
-            report.cached += 1
-        else:
-            todo.append(s)
-    log.info("%d specs: %d cached, %d to compile with %d workers (linker: %s, %s)",
-             len(specs), report.cached, len(todo), jobs or pool.default_jobs(), linker.origin, linker.version)
-
-    def on_result(outcome):
-        sid = ids[outcome.spec.key]
-        if not outcome.ok:
-            report.failures[outcome.spec.key] = outcome.error.strip()
-            return
-        entry, reason = finish_entry(outcome.spec, sid, outcome.build)
-        if reason:
-            report.failures[outcome.spec.key] = reason
-            return
-        cache.put(entry, outcome.build["code_object"])
-        entries[sid], blobs[sid] = entry, outcome.build["code_object"]
-        report.built += 1
-
-    pool.compile_all(todo, jobs=jobs or pool.default_jobs(), timeout=timeout, toolkit_root=str(toolkit),
-                     on_result=on_result)
+    """Compile `specs` and, if none failed, make `out` a store of exactly them."""
+    report = compile_specs(specs, cache_dir=cache_dir, jobs=jobs, timeout=timeout)
     if not report.failures:
-        manifest = empty_manifest(flyaot_version=__version__, toolchain={"flydsl": fv, "lld": linker.version},
-                                  target=TARGET)
-        manifest["specs"] = dict(sorted(entries.items()))
-        write_store(out, manifest, blobs)
-        report.manifest = manifest
-    report.seconds = time.monotonic() - t0
+        manifest = empty_manifest(flyaot_version=__version__, toolchain=report.toolchain, target=TARGET)
+        manifest["specs"] = dict(sorted(report.entries.items()))
+        write_store(out, manifest, report.blobs)
     return report

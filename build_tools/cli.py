@@ -14,6 +14,10 @@ def _cmd_build(a) -> int:
     from . import specs as sp
     from .build import build
     from .toolchain import ToolchainError
+    if (a.family or a.shard or a.from_misses) and pathlib.Path(a.out).resolve() == PACKAGE_STORE.resolve():
+        print("error: a partial build (--family, --shard, --from-misses) would replace the package's full "
+              "prebuilt store; give --out DIR", file=sys.stderr)
+        return 2
     try:
         if a.from_misses:
             specs = sp.specs_from_misses(a.from_misses)
@@ -76,7 +80,8 @@ def main(argv=None) -> int:
     b.add_argument("--from-misses", metavar="FILE", help="build the specs a FLYAOT_RECORD_MISSES file names")
     b.add_argument("--jobs", type=int, default=int(os.environ.get("FLYAOT_BUILD_JOBS", "0")) or None)
     b.add_argument("--shard", metavar="i/n")
-    b.add_argument("--out", default=str(PACKAGE_STORE))
+    b.add_argument("--out", default=str(PACKAGE_STORE), help="store to write (default: the package's own, "
+                   "which only a full build may replace)")
     b.add_argument("--cache", default=None, help="build cache dir (default $FLYAOT_BUILD_CACHE or ~/.cache/flyaot)")
     b.add_argument("--timeout", type=float, default=float(os.environ.get("FLYAOT_BUILD_TIMEOUT", "120")),
                    help="seconds per spec")

@@ -1,25 +1,16 @@
-"""The runtime's JIT fallback entry point: compile one spec in this process, gate it, describe it.
+"""The runtime's JIT fallback entry point: one spec compiled exactly as the build compiles it.
 
-Uses exactly the build's compile function and gates, so a JIT-built kernel is indistinguishable
-from a prebuilt one.
+The compile runs in a spawned worker process, as in the build: FlyDSL's compile-only environment
+never enters the serving process, and an MLIR abort kills the worker, not the server. The build
+cache is consulted first, so a spec a developer already built is not compiled again.
 """
-from . import toolchain
-from .build import finish_entry, spec_ids
-from .worker import compile_spec_in_process
-
-_linker = None
+from .build import compile_specs
 
 
-def compile_spec(spec):
+def compile_spec(spec, *, timeout: float = 300.0):
     """Return (code_object_bytes, manifest_entry) or raise RuntimeError naming the spec."""
-    global _linker
-    if _linker is None:
-        _linker = toolchain.setup_process_env()
-    kb = compile_spec_in_process(spec.family, spec.param_dict)
-    build = {"code_object": kb.code_object, "kernel_name": kb.kernel_name, "arg_names": list(kb.arg_names),
-             "arg_ctypes": list(kb.arg_ctypes), "block": list(kb.block)}
-    sid = spec_ids([spec], toolchain.flydsl_version())[spec.key]
-    entry, reason = finish_entry(spec, sid, build)
-    if reason:
-        raise RuntimeError(f"JIT build of {spec.key} failed: {reason}")
-    return kb.code_object, entry
+    report = compile_specs([spec], jobs=1, timeout=timeout)
+    if report.failures:
+        raise RuntimeError(f"JIT build of {spec.key} failed: {report.failures[spec.key]}")
+    (sid, entry), = report.entries.items()
+    return report.blobs[sid], entry

@@ -1,6 +1,7 @@
 """Run compiles in spawned worker processes: per-spec timeout, crash isolation, progress."""
 import logging
 import multiprocessing
+import multiprocessing.connection
 import os
 import pathlib
 import sys

@@ -22,18 +22,18 @@ def atomic_write(path: pathlib.Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
-def make_entry(spec, spec_id: str, build: dict, co: codeobject.CodeObject) -> dict:
+def make_entry(spec, spec_id: str, kb, co: codeobject.CodeObject) -> dict:
     """Manifest entry for one spec: argument layout and resources as the code object states them."""
-    k = co.kernel(build["kernel_name"])
+    k = co.kernel(kb.kernel_name)
     args = [
         {"name": name, "ctype": ctype, "kind": a.value_kind, "offset": a.offset, "size": a.size}
-        for name, ctype, a in zip(build["arg_names"], build["arg_ctypes"], user_args(k))
+        for name, ctype, a in zip(kb.arg_names, kb.arg_ctypes, user_args(k))
     ]
-    data = build["code_object"]
+    data = kb.code_object
     return {
         "id": spec_id, "family": spec.family, "params": spec.param_dict, "key": spec.key,
         "file": f"{spec.target}/{spec_id}.co", "size": len(data), "sha256": sha256_hex(data),
-        "symbol": k.name, "block": list(build["block"]), "kernarg_size": k.kernarg_size,
+        "symbol": k.name, "block": list(kb.block), "kernarg_size": k.kernarg_size,
         "kernarg_align": k.kernarg_align, "args": args, "resources": k.resources.as_dict(),
     }
 
@@ -69,9 +69,8 @@ def write_store(out_dir, manifest: dict, blobs: dict) -> None:
         wanted.add(path.resolve())
         if not (path.exists() and sha256_hex(path.read_bytes()) == entry["sha256"]):
             atomic_write(path, blobs[sid])
-    target_dir = out / manifest["target"]
-    if target_dir.is_dir():
-        for stale in target_dir.glob("*.co"):
-            if stale.resolve() not in wanted:
-                stale.unlink()
     atomic_write(out / MANIFEST_NAME, pretty_json(manifest))
+    # Only once the new manifest is in place: an interrupted build never names a missing file.
+    for stale in (out / manifest["target"]).glob("*.co"):
+        if stale.resolve() not in wanted:
+            stale.unlink()

@@ -103,12 +103,13 @@ def find_linker() -> Linker:
     )
 
 
+def user_cache_home() -> pathlib.Path:
+    return pathlib.Path(os.environ.get("XDG_CACHE_HOME") or pathlib.Path.home() / ".cache")
+
+
 def default_toolkit_dir() -> pathlib.Path:
     base = os.environ.get("FLYAOT_TOOLKIT_DIR")
-    if base:
-        return pathlib.Path(base)
-    cache = pathlib.Path(os.environ.get("XDG_CACHE_HOME", pathlib.Path.home() / ".cache"))
-    return cache / "flyaot" / "toolkit"
+    return pathlib.Path(base) if base else user_cache_home() / "flyaot" / "toolkit"
 
 
 def prepare_toolkit(linker: Linker, root: pathlib.Path = None) -> pathlib.Path:

@@ -5,6 +5,7 @@ from ..formats import codeobject
 from ..formats import manifest as mf
 from ..formats.manifest import Spec
 from ..kernel_defs import registry
+from ..kernel_defs.flydsl_compile import KernelBuild
 from . import gates
 from .store import make_entry
 
@@ -37,14 +38,10 @@ def verify(store_dir) -> list:
             problems.append(f"{where}: {e}")
             continue
         params = spec.param_dict
-        build = {"code_object": data, "kernel_name": entry["symbol"],
-                 "arg_names": [a["name"] for a in entry["args"]], "arg_ctypes": [a["ctype"] for a in entry["args"]],
-                 "block": entry["block"]}
+        kb = KernelBuild.from_entry(entry, data)
         for p in gates.check(co, symbol=fam.symbol(params), block=tuple(fam.block(params)),
-                             traced_block=tuple(entry["block"]), arg_ctypes=tuple(build["arg_ctypes"]),
-                             budget=fam.budget(params)):
+                             traced_block=kb.block, arg_ctypes=kb.arg_ctypes, budget=fam.budget(params)):
             problems.append(f"{where}: {p}")
-        if co.kernels and entry["symbol"] in [k.name for k in co.kernels]:
-            if make_entry(spec, sid, build, co) != entry:
-                problems.append(f"{where}: manifest entry disagrees with the code object's metadata")
+        if entry["symbol"] in [k.name for k in co.kernels] and make_entry(spec, sid, kb, co) != entry:
+            problems.append(f"{where}: manifest entry disagrees with the code object's metadata")
     return problems

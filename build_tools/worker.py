@@ -29,10 +29,6 @@ def main(conn, log_path: str, toolkit_root: str) -> None:
             return
         family, params = msg
         try:
-            kb = compile_spec_in_process(family, params)
-            conn.send(("ok", {
-                "code_object": kb.code_object, "kernel_name": kb.kernel_name,
-                "arg_names": list(kb.arg_names), "arg_ctypes": list(kb.arg_ctypes), "block": list(kb.block),
-            }))
+            conn.send(("ok", compile_spec_in_process(family, params).as_dict()))
         except Exception:  # a Python-level compile error fails this spec only
             conn.send(("error", traceback.format_exc()))

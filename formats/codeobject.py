@@ -124,14 +124,19 @@ def parse(data: bytes) -> CodeObject:
         raise CodeObjectError(f"not an AMDGPU code object: {e}") from None
     if elf.machine != EM_AMDGPU:
         raise CodeObjectError(f"ELF machine {elf.machine} is not EM_AMDGPU ({EM_AMDGPU})")
-    meta = None
-    for note in elf.notes():
-        if note.owner == "AMDGPU" and note.type == NT_AMDGPU_METADATA:
-            meta = msgpack.unpackb(note.desc)
-    if meta is None:
-        raise CodeObjectError("code object has no NT_AMDGPU_METADATA note")
+    try:
+        meta = None
+        for note in elf.notes():
+            if note.owner == "AMDGPU" and note.type == NT_AMDGPU_METADATA:
+                meta = msgpack.unpackb(note.desc)
+        if meta is None:
+            raise CodeObjectError("code object has no NT_AMDGPU_METADATA note")
+        kernels = tuple(_kernel_info(k) for k in meta.get("amdhsa.kernels", []))
+    except (ElfError, msgpack.MsgpackError, KeyError, TypeError, ValueError, struct.error) as e:
+        if isinstance(e, CodeObjectError):
+            raise
+        raise CodeObjectError(f"malformed AMDGPU metadata: {type(e).__name__}: {e}") from None
     mach = MACH_NAMES.get(elf.flags & EF_AMDGPU_MACH, f"mach-0x{elf.flags & EF_AMDGPU_MACH:x}")
-    kernels = tuple(_kernel_info(k) for k in meta.get("amdhsa.kernels", []))
     return CodeObject(
         data=bytes(data), elf=elf, target=str(meta.get("amdhsa.target", "")), mach=mach,
         e_flags=elf.flags, xnack=_FEATURE.get(elf.flags & 0x300, "?"),

@@ -15,6 +15,17 @@ class KernelBuild:
     arg_ctypes: tuple         # 'void*', 'int32_t', 'int64_t', 'float'
     block: tuple              # workgroup size the launcher was traced with
 
+    def as_dict(self) -> dict:
+        """Plain-data form (what crosses from a compile worker to the build, and what a cached
+        manifest entry is turned back into for re-gating)."""
+        return {"code_object": self.code_object, "kernel_name": self.kernel_name, "arg_names": list(self.arg_names),
+                "arg_ctypes": list(self.arg_ctypes), "block": list(self.block)}
+
+    @classmethod
+    def from_entry(cls, entry: dict, code_object: bytes) -> "KernelBuild":
+        return cls(code_object, entry["symbol"], tuple(a["name"] for a in entry["args"]),
+                   tuple(a["ctype"] for a in entry["args"]), tuple(entry["block"]))
+
 
 def compile_launcher(launcher, kernel_name: str) -> KernelBuild:
     """Trace and compile a `@flyc.jit` launcher whose parameters are the kernel's arguments.

@@ -20,7 +20,7 @@ from ..formats import manifest as mf
 from . import locks
 from .config import EXPECTED_FLYDSL
 from .errors import JitError
-from .stores import SPEC_ID
+from .stores import SPEC_ID, open_user_cache
 
 log = logging.getLogger("flyaot.runtime")
 
@@ -64,9 +64,8 @@ def _write_atomic(path: pathlib.Path, data: bytes) -> None:
 
 
 def _cached_ids(root: pathlib.Path) -> dict:
-    """spec key -> content id of the user cache's entries."""
-    path = root / mf.MANIFEST_NAME
-    return {e["key"]: sid for sid, e in mf.load(path)["specs"].items()} if path.exists() else {}
+    """spec key -> content id of the user cache's entries (none if the cache is refused)."""
+    return {key: sid for key, (sid, _) in open_user_cache(root).by_key.items()}
 
 
 def default_compile(spec):
@@ -76,8 +75,7 @@ def default_compile(spec):
 
 def default_toolchain() -> dict:
     from ..build_tools import toolchain
-    linker = toolchain.setup_process_env()
-    return {"flydsl": toolchain.flydsl_version(), "lld": linker.version}
+    return {"flydsl": toolchain.flydsl_version(), "lld": toolchain.find_linker().version}
 
 
 def publish(root, spec, *, timeout: float, compile_fn=default_compile, toolchain_fn=default_toolchain,
@@ -116,8 +114,9 @@ def publish(root, spec, *, timeout: float, compile_fn=default_compile, toolchain
             path = root / mf.MANIFEST_NAME
             for stale in root.glob(f".{mf.MANIFEST_NAME}.*.tmp"):
                 stale.unlink()
-            manifest = mf.load(path) if path.exists() else mf.empty_manifest(
-                flyaot_version=__version__, toolchain=toolchain_fn(), target=spec.target)
+            manifest = open_user_cache(root).manifest
+            if not manifest["specs"]:      # new, empty or refused (another flyaot version): start afresh
+                manifest = mf.empty_manifest(flyaot_version=__version__, toolchain=toolchain_fn(), target=spec.target)
             manifest["specs"] = {k: e for k, e in manifest["specs"].items() if e["key"] != spec.key}
             manifest["specs"][sid] = entry
             _write_atomic(path, mf.pretty_json(manifest))

@@ -4,6 +4,7 @@ A store is checked when it is opened: manifest schema, flyaot version, toolchain
 every entry's key, file name and slot table. A code object's size and sha256 are checked when it is
 first read. Nothing here imports a compiler or unpickles anything; manifests are plain JSON.
 """
+import logging
 import pathlib
 import re
 
@@ -12,6 +13,8 @@ from ..formats import manifest as mf
 from .config import EXPECTED_FLYDSL
 from .errors import IntegrityError, StoreError
 from .packing import ArgLayout
+
+log = logging.getLogger("flyaot.runtime")
 
 
 SPEC_ID = re.compile(r"[0-9A-Za-z_-]{1,128}")
@@ -102,6 +105,16 @@ def _check_entry(sid: str, e: dict, target: str, origin: str) -> None:
     ArgLayout.from_entry(e, origin)
 
 
+def open_user_cache(root) -> Store:
+    """The user cache, or an empty one if it is refused (say, written by another flyaot version): it
+    only holds JIT products, so refusing it must not stop prebuilt kernels from launching."""
+    try:
+        return Store.open(root, "cache", missing_ok=True)
+    except StoreError as e:
+        log.warning("flyaot: ignoring the user cache: %s (`python -m flyaot clear-cache` removes it)", e)
+        return Store(pathlib.Path(root), "cache", _empty())
+
+
 def current_id(spec):
     """The content id a build of `spec` from this package's kernel sources gets (None for a family this
     package does not define). An entry with another id was built from other sources: out of date."""
@@ -121,7 +134,7 @@ class Index:
     def open(cls, config) -> "Index":
         stores = [Store.open(config.package_store, "package", missing_ok=True)]
         stores += [Store.open(p, "extra", missing_ok=False) for p in config.extra_stores]
-        stores.append(Store.open(config.cache_dir, "cache", missing_ok=True))
+        stores.append(open_user_cache(config.cache_dir))
         return cls(stores)
 
     def lookup(self, key: str, sid: str = None):
@@ -135,7 +148,8 @@ class Index:
     def reopen(self, store: Store) -> None:
         """Re-read one store (the user cache after a JIT publish)."""
         i = self.stores.index(store)
-        self.stores[i] = Store.open(store.root, store.kind, missing_ok=True)
+        self.stores[i] = open_user_cache(store.root) if store.kind == "cache" else \
+            Store.open(store.root, store.kind, missing_ok=True)
 
     def store_of_kind(self, kind: str) -> Store:
         return next(s for s in self.stores if s.kind == kind)

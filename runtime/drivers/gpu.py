@@ -102,6 +102,9 @@ class GpuDriver:
         ctx = self._ctx.get(device)
         if ctx is None:
             with self._ctx_lock:
+                ctx = self._ctx.get(device)       # another thread may have retained it meanwhile
+                if ctx is not None:
+                    return ctx
                 dev, c = c_int(), c_void_p()
                 self._check(self._device_get(ctypes.byref(dev), device), "cuDeviceGet")
                 self._check(self._ctx_retain(ctypes.byref(c), dev), "cuDevicePrimaryCtxRetain")

@@ -51,7 +51,7 @@ class EmuDriver:
 
     def get_function(self, module: EmuModule, name: str) -> EmuFunction:
         prog = Program.from_code_object(module.code_object, name)
-        return EmuFunction(name, Prepared(prog), module.info.kernel(name))
+        return EmuFunction(name, Prepared.of(prog), module.info.kernel(name))
 
     def launch(self, function: EmuFunction, grid, block, kernarg: bytes, buffers=(),
                lds_bytes: int = 0) -> Counters:

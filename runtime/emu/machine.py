@@ -12,6 +12,7 @@ on gfx90a+, EXEC = the lanes that hold a work-item.
 """
 import logging
 import struct
+import weakref
 
 import numpy as np
 
@@ -40,8 +41,19 @@ class Prepared:
         self.index = {i.addr: k for k, i in enumerate(self.instrs)}
         self.cls = [CLASSES.index(classify(i.enc, i.op)) for i in self.instrs]
 
+    @classmethod
+    def of(cls, program) -> "Prepared":
+        """The (shared) tables of a program; built on first use."""
+        prep = _PREPARED.get(program)
+        if prep is None:
+            prep = _PREPARED[program] = cls(program)
+        return prep
+
     def unimplemented(self) -> set:
         return {i.op for i in self.instrs if i.op not in HANDLERS}
+
+
+_PREPARED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def run_wave(prep: Prepared, w: Wave, counts: list) -> None:

@@ -183,31 +183,70 @@ def broadcast_lanes(cbsz: int, abid: int, blgp: int):
 def mfma_dense(a_regs, b_regs, c_regs, m: int, k: int, elem: str,
                cbsz: int = 0, abid: int = 0, blgp: int = 0) -> np.ndarray:
     """D = C + A @ B for v_mfma_f32_{m}x{m}x{k}_{elem}, elem 'bf16' or 'f16'."""
-    decode = bf16_to_f32 if elem == "bf16" else f16_to_f32
+    table = _half_table(elem)
     kl = k * m // LANES
     if cbsz or blgp:
         lane_a, lane_b = broadcast_lanes(cbsz, abid, blgp)
         a_regs, b_regs = a_regs[:, lane_a], b_regs[:, lane_b]
     idx = _dense_index(m, k)
-    a = decode(_items(a_regs[:kl // 2], np.uint16).take(idx)).astype(np.float64)
-    bt = decode(_items(b_regs[:kl // 2], np.uint16).take(idx)).astype(np.float64)
-    return _acc_out(_acc_in(c_regs, m) + a @ bt.T, m)
+    a = table.take(_items(a_regs[:kl // 2], np.uint16).take(idx))
+    bt = table.take(_items(b_regs[:kl // 2], np.uint16).take(idx))
+    d = a @ bt.T
+    d += _acc_in(c_regs, m)
+    return _acc_out(d, m)
+
+
+@lru_cache(maxsize=None)
+def _half_table(elem: str) -> np.ndarray:
+    """Every 16-bit bf16 / f16 pattern's value as float64 (exact)."""
+    codes = np.arange(1 << 16, dtype=np.uint32)
+    with np.errstate(invalid="ignore"):          # signalling-NaN patterns
+        return (bf16_to_f32 if elem == "bf16" else f16_to_f32)(codes).astype(np.float64)
 
 
 # value of the low and the high FP4 nibble of every byte
 _FP4_PAIRS = FP4.decode64(fp4_unpack(np.arange(256, dtype=np.uint8)[:, None]))
 
 
-def _f8f6f4_values(regs, m: int, fmt: MiniFloat) -> np.ndarray:
-    """Operand registers -> the (m x K) matrix of values (row = A row / B column)."""
+@lru_cache(maxsize=None)
+def _scaled_table(fmt_name: str) -> np.ndarray:
+    """Value of every (E8M0 scale, byte) pair, indexed by scale << 8 | byte: FP8/BF8 [65536],
+    FP4 [65536, 2] (low, high nibble). Exact: a power of two times a narrow value."""
+    fmt = next(f for f in F8F6F4.values() if f.name == fmt_name)
+    vals = _FP4_PAIRS if fmt is FP4 else fmt.table
+    scales = e8m0_to_f64(np.arange(256))
+    with np.errstate(invalid="ignore"):           # the NaN scale (0xFF) times 0
+        return (scales.reshape((256,) + (1,) * vals.ndim) * vals).reshape((1 << 16,) + vals.shape[1:])
+
+
+def _f8f6f4_values(regs, m: int, fmt: MiniFloat, scale=None) -> np.ndarray:
+    """Operand registers -> the (m x K) matrix of values (row = A row / B column), times the
+    per-lane E8M0 `scale` bytes [64] when given (row r, K-block kb uses lane r + m*kb)."""
     regs = regs[:operand_dwords(fmt)]
     k = 128 if m == 16 else 64
-    if fmt is FP4:
-        return _FP4_PAIRS.take(_items(regs, np.uint8).take(_fp4_index(m)), axis=0).reshape(m, k)
+    nb = k // 32
     if fmt in (FP6, BF6):
-        vals = fmt.decode64(fp6_unpack(dwords_to_bytes(regs)))
-        return np.take(vals, f8f6f4_gather(m, fmt.name)).reshape(m, k)
-    return fmt.table.take(_items(regs, np.uint8).take(_f8_index(m, fmt.name)))
+        vals = np.take(fmt.decode64(fp6_unpack(dwords_to_bytes(regs))),
+                       f8f6f4_gather(m, fmt.name)).reshape(m, k)
+        if scale is not None:
+            vals.reshape(m, nb, 32)[...] *= e8m0_to_f64(scale).reshape(nb, m).T[:, :, None]
+        return vals
+    byts = _items(regs, np.uint8).take(_fp4_index(m) if fmt is FP4 else _f8_index(m, fmt.name))
+    if scale is None:
+        key = byts.astype(np.intp) | (127 << 8)               # E8M0 127 = 1.0
+    else:
+        sc = (np.asarray(scale).astype(np.intp) & 0xFF) << 8
+        key = sc.take(_scale_lane(m, fmt is FP4)) | byts
+    return _scaled_table(fmt.name).take(key, axis=0).reshape(m, k)
+
+
+@lru_cache(maxsize=None)
+def _scale_lane(m: int, pairs: bool) -> np.ndarray:
+    """Lane holding the E8M0 scale of each entry of the operand byte matrix ([m, K] one byte per
+    element, or [m, K/2] FP4 byte pairs): row r, K-block kb -> lane r + m*kb."""
+    per = (128 if m == 16 else 64) // (2 if pairs else 1)
+    r, col = np.divmod(np.arange(m * per), per)
+    return (r + m * (col // (16 if pairs else 32))).reshape(m, per)
 
 
 def scale_bytes(scale_reg: np.ndarray, byte: int) -> np.ndarray:
@@ -227,13 +266,8 @@ def mfma_f8f6f4(a_regs, b_regs, c_regs, m: int, cbsz: int, blgp: int,
         fa, fb = F8F6F4[cbsz], F8F6F4[blgp]
     except KeyError:
         raise NotImplementedError(f"f8f6f4 MFMA format cbsz:{cbsz} blgp:{blgp} is not defined")
-    a = _f8f6f4_values(a_regs, m, fa)
-    bt = _f8f6f4_values(b_regs, m, fb)
-    nb = a.shape[1] // 32
-    if scale_a is not None:
-        # scale of (row r, block kb) sits in lane r + m*kb; exact power-of-two products
-        for x, sc in ((a, scale_a), (bt, scale_b)):
-            x.reshape(m, nb, 32)[...] *= e8m0_to_f64(sc).reshape(nb, m).T[:, :, None]
+    a = _f8f6f4_values(a_regs, m, fa, scale_a)
+    bt = _f8f6f4_values(b_regs, m, fb, scale_b)
     d = a @ bt.T
     d += _acc_in(c_regs, m)
     return _acc_out(d, m)

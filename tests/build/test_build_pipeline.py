@@ -78,3 +78,8 @@ def test_verify_detects_tampering(probe_store, tmp_path):
     victim.write_bytes(bytes(data))
     proc = run_build("verify", copy, check=False)
     assert proc.returncode == 1 and "sha256" in proc.stderr
+
+
+def test_partial_build_never_replaces_the_package_store():
+    proc = run_build("build", "--family", "probe", check=False)
+    assert proc.returncode == 2 and "give --out DIR" in proc.stderr

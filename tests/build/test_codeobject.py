@@ -61,3 +61,12 @@ def test_msgpack_decoder_covers_wire_types():
 def test_rejects_non_code_objects():
     with pytest.raises(codeobject.CodeObjectError):
         codeobject.parse(b"not an elf at all")
+
+
+def test_malformed_metadata_is_a_code_object_error(probe_store):
+    entry = next(iter(probe_store["manifest"]["specs"].values()))
+    data = (probe_store["out"] / entry["file"]).read_bytes()
+    key = b"\xa5.name"                      # the kernel's ".name" key in the metadata map
+    assert data.count(key) == 1
+    with pytest.raises(codeobject.CodeObjectError, match="malformed AMDGPU metadata"):
+        codeobject.parse(data.replace(key, b"\xa5.nbme"))

@@ -148,3 +148,5 @@ def test_entry_built_from_other_kernel_sources_is_not_used(tmp_path, caplog):
     assert torch.equal(out, torch.full((8,), 5.0))
     assert "built from other kernel sources" in caplog.text
     assert list(read_manifest(cache)["specs"]) == [sid]
+    # The compiles ran in a worker: FlyDSL's compile-only settings never entered this process.
+    assert "COMPILE_ONLY" not in os.environ and "FLYDSL_GPU_ARCH" not in os.environ

@@ -112,3 +112,19 @@ def test_nearest_specs_rank_by_differing_params_then_distance(probe_store, tmp_p
     assert index.nearest("probe", {"block": 64, "behavior": "hang"}, "gfx950")[0] == PROBE64
     assert index.nearest("probe", {"block": 64, "behavior": "ok"}, "gfx942") == []
     assert index.same_spec_other_target("probe", {"block": 64, "behavior": "ok"}, "gfx942") == ["gfx950"]
+
+
+def test_a_refused_user_cache_is_ignored_not_fatal(probe_store, tmp_path, caplog):
+    # A cache written by another flyaot version must not stop prebuilt kernels from being found.
+    cache = copy_store(probe_store, tmp_path / "cache")
+    manifest = read_manifest(cache)
+    manifest["flyaot"] = "0.0.0-other"
+    write_manifest(cache, manifest)
+    pkg = copy_store(probe_store, tmp_path / "pkg", keys={PROBE64})
+    with caplog.at_level("WARNING", logger="flyaot.runtime"):
+        index = Index.open(make_config(tmp_path, package=pkg, cache=cache))
+    assert "ignoring the user cache" in caplog.text
+    assert index.lookup(PROBE64)[0].kind == "package"
+    assert index.lookup(PROBE128) is None
+    with pytest.raises(StoreError):     # an extra store the user named is still refused loudly
+        Index.open(make_config(tmp_path, extra=(cache,)))

@@ -29,7 +29,8 @@ def handles(*mnemonics: str):
 
 
 def specializes(*mnemonics: str):
-    """Register the decorated function as the specializer (Instr -> handler or None) of each mnemonic."""
+    """Register the decorated function (Instr -> handler or None) as the specializer of each
+    mnemonic."""
     def register(fn):
         for m in mnemonics:
             if m in SPECIALIZERS and SPECIALIZERS[m] is not fn:

@@ -2,8 +2,8 @@
 and for v_cmpx also into EXEC. Lanes inactive in EXEC produce 0 bits."""
 import numpy as np
 
-from . import handles
-from .common import src_f16, src_f32, src_f64, src_u16, src_u32, src_u64
+from . import handles, specializes
+from .common import fast_src, plain, src_f16, src_f32, src_f64, src_u16, src_u32, src_u64
 
 _FLOAT = {
     "f": lambda a, b: np.zeros(a.shape, bool), "lt": np.less, "eq": np.equal, "le": np.less_equal,
@@ -78,3 +78,35 @@ for _x in ("v_cmp", "v_cmpx"):
         for _c, _f in _INT.items():
             _TABLE[f"{_x}_{_c}_{_t}"] = (_f, _READ[_t])
 handles(*_TABLE)(_cmp)
+
+
+_DT32 = {"i32": np.int32, "u32": None, "f32": np.float32}
+
+
+def _fast_cmp(ins):
+    """32-bit compares of plain operands into VCC or an SGPR pair (and EXEC for v_cmpx)."""
+    fn, _ = _TABLE[ins.op]
+    t = ins.op.rsplit("_", 1)[1]
+    if t not in _DT32 or len(ins.src) != 2 or not plain(ins):
+        return None
+    r0, r1 = fast_src(ins.src[0], _DT32[t]), fast_src(ins.src[1], _DT32[t])
+    if None in (r0, r1):
+        return None
+    dst = ins.dst[0] if ins.dst else None
+    to_vcc = dst is None or (dst.kind == "special" and dst.name == "vcc")
+    if not to_vcc and dst.kind != "sgpr":
+        return None
+    cmpx = ins.op.startswith("v_cmpx")
+
+    def run(w, ins):
+        res = fn(r0(w), r1(w)) & w.exec
+        if to_vcc:
+            w.vcc = res
+        else:
+            w.write_mask(dst, res)
+        if cmpx:
+            w.exec = res.copy()
+    return run
+
+
+specializes(*(op for op in _TABLE if op.rsplit("_", 1)[1] in _DT32))(_fast_cmp)

@@ -316,18 +316,6 @@ def fast_src(op, dtype=None):
     return None
 
 
-def fast_vgpr_row(op):
-    """Register-file row of a single VGPR/AGPR destination as a function of the wave, or None."""
-    if op.count != 1:
-        return None
-    i = op.index
-    if op.kind == "vgpr" and i < N_VGPR:
-        return lambda w: i
-    if op.kind == "agpr":
-        return lambda w: w.agpr_base + i
-    return None
-
-
 def fast_dst32(op, typ: str):
     """(w, result) -> None writing a 32-bit result of type typ ('u32'/'b32'/'i32'/'f32') to the
     VGPR/AGPR `op` under EXEC, converting exactly as write_u32 does; None if not a single

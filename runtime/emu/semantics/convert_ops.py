@@ -13,8 +13,8 @@ from functools import lru_cache
 import numpy as np
 
 from . import handles, specializes
-from .common import f32_post, fast_dst32, mbit, plain, src_f32, src_raw, write_mask, write_u16, \
-    write_u32
+from .common import f32_post, fast_dst32, fast_src, mbit, plain, src_f32, src_raw, write_mask, \
+    write_u16, write_u32
 from ..numerics import BF6, BF8, FP4, FP6, FP8, bits_f32, bf16_to_f32, f16_to_f32, \
     f32_exponent, f32_to_bf16, f32_to_f16, fp4_unpack, fp6_pack, fp6_unpack, scaled_decode, \
     scaled_encode, to_bf16, to_f16, to_f32
@@ -224,6 +224,33 @@ def _scaled_up(w, ins, wide: str, narrow: str, count: int):
     w.write(ins.dst[0], _wide_regs(vals, wide), write_mask(w, ins))
 
 
+@lru_cache(maxsize=None)
+def _fp4_up_rows(wide: str) -> np.ndarray:
+    """_fp4_up_table transposed: [dwords, 65536], so one take gives the result registers."""
+    return np.ascontiguousarray(_fp4_up_table(wide).T)
+
+
+def _fast_scaled_fp4_up(ins, wide: str):
+    """v_cvt_scalef32_pk_{wide}_fp4 with plain operands: one table lookup per lane."""
+    if not plain(ins, allowed=("op_sel",)) or not isinstance(ins.mods.get("op_sel") or 0, int) \
+            or len(ins.src) != 2:
+        return None
+    r0, r1 = fast_src(ins.src[0]), fast_src(ins.src[1])
+    d = ins.dst[0]
+    table = _fp4_up_rows(wide)
+    nd = table.shape[0]
+    if None in (r0, r1) or d.kind not in ("vgpr", "agpr") or d.count != nd:
+        return None
+    shift, i, agpr = _U(8 * (_opsel(ins) & 3)), d.index, d.kind == "agpr"
+
+    def run(w, ins):
+        byte = (r0(w) >> shift) & _U(0xFF)
+        scale = (r1(w) >> _U(23)) & _U(0xFF)               # f32_exponent of the scale operand
+        b = w.agpr_base + i if agpr else i
+        np.copyto(w.vgpr[b:b + nd], table.take((scale << _U(8)) | byte, axis=1), where=w.exec)
+    return run
+
+
 def _register():
     for wide in ("f32", "f16", "bf16"):
         for narrow in ("fp8", "bf8", "fp4"):
@@ -231,6 +258,9 @@ def _register():
                 lambda w, ins, n=narrow, x=wide: _scaled_pk_down(w, ins, n, x))
             handles(f"v_cvt_scalef32_pk_{wide}_{narrow}")(
                 lambda w, ins, n=narrow, x=wide: _scaled_up(w, ins, x, n, 2))
+            if narrow == "fp4":
+                specializes(f"v_cvt_scalef32_pk_{wide}_fp4")(
+                    lambda ins, x=wide: _fast_scaled_fp4_up(ins, x))
         for narrow in ("fp6", "bf6"):
             handles(f"v_cvt_scalef32_pk32_{wide}_{narrow}")(
                 lambda w, ins, n=narrow, x=wide: _scaled_up(w, ins, x, n, 32))

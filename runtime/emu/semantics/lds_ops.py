@@ -140,7 +140,8 @@ def _fast_ds(ins):
             w.vgpr[b:b + ndw] = u32.take(idx)
             w.counters.lds_bytes_read += LANES * 4 * ndw
         else:
-            u32[idx.T] = w.vgpr[b:b + ndw].T               # lane order: later lanes win
+            # a C-ordered lane-major index: on colliding addresses later lanes win
+            u32[np.ascontiguousarray(idx.T)] = w.vgpr[b:b + ndw].T
             w.counters.lds_bytes_written += LANES * 4 * ndw
     return run
 

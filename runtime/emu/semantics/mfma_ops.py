@@ -11,11 +11,11 @@ MFMAs write all 64 lanes regardless of EXEC; v_accvgpr_* are ordinary VALU moves
 """
 import numpy as np
 
-from . import handles
-from .common import write_mask
+from . import handles, specializes
+from .common import fast_src, plain, write_mask
 from ..mfma import acc_index, mfma_dense, mfma_f8f6f4, operand_dwords, scale_bytes
 from ..numerics import F8F6F4
-from ..wave import EmuError, LANES
+from ..wave import EmuError, LANES, N_VGPR
 
 _ALL_LANES = np.ones(LANES, dtype=bool)
 
@@ -84,6 +84,84 @@ def mfma_f8f6f4_op(w, ins):
         sa = _scale(w, ins.src[3], _mod(ins, "scale_a_byte"))
         sb = _scale(w, ins.src[4], _mod(ins, "scale_b_byte"))
     w.write(ins.dst[0], mfma_f8f6f4(a, b, c, m, cbsz, blgp, sa, sb), _ALL_LANES)
+
+
+def _rows(op, n: int):
+    """w -> the n register rows of a VGPR/AGPR operand (a view, as Wave.read gives it)."""
+    i = op.index
+    if op.kind == "vgpr" and i + n <= N_VGPR:
+        return lambda w: w.vgpr[i:i + n]
+    if op.kind == "agpr":
+        return lambda w: w.vgpr[w.agpr_base + i:w.agpr_base + i + n]
+    return None
+
+
+def _dst_rows(op, n: int):
+    """(w, values [n, 64]) -> None: all lanes of a VGPR/AGPR destination (MFMAs ignore EXEC)."""
+    if op.kind == "vgpr" and op.index + n <= N_VGPR:
+        i = op.index
+
+        def put(w, v):
+            w.vgpr[i:i + n] = v
+        return put
+    if op.kind == "agpr":
+        i = op.index
+
+        def put(w, v):
+            w.vgpr[w.agpr_base + i:w.agpr_base + i + n] = v
+        return put
+    return None
+
+
+def _acc_rows(op, d: int):
+    """C operand rows: registers, or the inline constant 0 (other constants: general path)."""
+    if op.kind in ("const", "literal"):
+        if op.value & 0xFFFFFFFF:
+            return None
+        c = np.zeros((d, LANES), dtype=np.uint32)
+        c.flags.writeable = False
+        return lambda w: c
+    return _rows(op, d)
+
+
+_MFMA_MODS = ("cbsz", "abid", "blgp", "acc_cd", "op_sel", "op_sel_hi", "scale_op_sel",
+              "scale_op_sel_hi", "scale_a_byte", "scale_b_byte")
+
+
+@specializes(*_DENSE)
+def _fast_dense(ins):
+    m, k, elem = _DENSE[ins.op]
+    if not plain(ins, allowed=_MFMA_MODS):
+        return None
+    kd, d = k * m // LANES // 2, acc_index(m).shape[0]
+    ra, rb, rc = _rows(ins.src[0], kd), _rows(ins.src[1], kd), _acc_rows(ins.src[2], d)
+    put = _dst_rows(ins.dst[0], d)
+    if None in (ra, rb, rc, put):
+        return None
+    cbsz, abid, blgp = _mod(ins, "cbsz"), _mod(ins, "abid"), _mod(ins, "blgp")
+    return lambda w, ins: put(w, mfma_dense(ra(w), rb(w), rc(w), m, k, elem, cbsz, abid, blgp))
+
+
+@specializes(*_F8F6F4)
+def _fast_f8f6f4(ins):
+    m, scaled = _F8F6F4[ins.op]
+    cbsz, blgp = _mod(ins, "cbsz"), _mod(ins, "blgp")
+    if not plain(ins, allowed=_MFMA_MODS) or cbsz not in F8F6F4 or blgp not in F8F6F4:
+        return None
+    d = acc_index(m).shape[0]
+    ra = _rows(ins.src[0], operand_dwords(F8F6F4[cbsz]))
+    rb = _rows(ins.src[1], operand_dwords(F8F6F4[blgp]))
+    rc, put = _acc_rows(ins.src[2], d), _dst_rows(ins.dst[0], d)
+    if None in (ra, rb, rc, put):
+        return None
+    if not scaled:
+        return lambda w, ins: put(w, mfma_f8f6f4(ra(w), rb(w), rc(w), m, cbsz, blgp))
+    sa, sb = fast_src(ins.src[3]), fast_src(ins.src[4])
+    if ins.src[3].kind not in ("vgpr", "agpr") or ins.src[4].kind not in ("vgpr", "agpr"):
+        return None
+    ba, bb = _mod(ins, "scale_a_byte"), _mod(ins, "scale_b_byte")
+    return lambda w, ins: put(w, mfma_f8f6f4(ra(w), rb(w), rc(w), m, cbsz, blgp,
+                                             scale_bytes(sa(w), ba), scale_bytes(sb(w), bb)))
 
 
 @handles("v_accvgpr_read_b32", "v_accvgpr_write_b32", "v_accvgpr_mov_b32")

@@ -626,16 +626,23 @@ def _packed(w, ins):
     write_u32(w, ins, lo16 | (hi16 << u32(16)))
 
 
-def _fast_pk_src(op):
-    """w -> [2, 64] (or [2, 1]) f32 halves of a VOP3P f32 source without op_sel, as _pk_halves."""
+def _fast_pk_src(op, lo: int, hi: int):
+    """w -> [2, 64] (or [2, 1]) f32 (lo-lane, hi-lane) inputs of a VOP3P f32 source whose
+    halves are dword `lo` / `hi` of the pair (op_sel / op_sel_hi bits), as _pk_halves."""
     k, i = op.kind, op.index
-    if k == "vgpr" and op.count == 2:
-        return lambda w: w.vgpr[i:i + 2].view(f32)
-    if k == "agpr" and op.count == 2:
-        return lambda w: w.vgpr[w.agpr_base + i:w.agpr_base + i + 2].view(f32)
+    if k in ("vgpr", "agpr") and op.count == 2:
+        if (lo, hi) == (0, 1):
+            if k == "vgpr":
+                return lambda w: w.vgpr[i:i + 2].view(f32)
+            return lambda w: w.vgpr[w.agpr_base + i:w.agpr_base + i + 2].view(f32)
+        rows = np.array([lo, hi])
+        if k == "vgpr":
+            return lambda w: w.vgpr[i + rows].view(f32)
+        return lambda w: w.vgpr[w.agpr_base + i + rows].view(f32)
     if k == "sgpr" and i + 2 <= N_SGPR:
-        return lambda w: w.sgpr[i:i + 2, None].view(f32)
-    if k in ("const", "literal"):
+        rows = np.array([i + lo, i + hi])
+        return lambda w: w.sgpr[rows, None].view(f32)
+    if k in ("const", "literal"):         # one 32-bit value feeds both halves
         c = np.full((2, 1), op.value & 0xFFFFFFFF, dtype=u32).view(f32)
         c.flags.writeable = False
         return lambda w: c
@@ -645,11 +652,11 @@ def _fast_pk_src(op):
 @specializes("v_pk_add_f32", "v_pk_mul_f32", "v_pk_fma_f32")
 def _fast_packed_f32(ins):
     kind, nsrc, fn = PK[ins.op]
-    osh = ins.mods.get("op_sel_hi", 0b111)
-    if not plain(ins, allowed=("op_sel_hi",)) or len(ins.src) != nsrc or \
-            any(not (osh >> k) & 1 for k in range(nsrc)):
+    osel, osh = ins.mods.get("op_sel") or 0, ins.mods.get("op_sel_hi", 0b111)
+    if not plain(ins, allowed=("op_sel", "op_sel_hi")) or len(ins.src) != nsrc or \
+            not isinstance(osel, int) or not isinstance(osh, int):
         return None
-    rd = [_fast_pk_src(o) for o in ins.src]
+    rd = [_fast_pk_src(o, (osel >> k) & 1, (osh >> k) & 1) for k, o in enumerate(ins.src)]
     d = ins.dst[0]
     if None in rd or d.kind not in ("vgpr", "agpr") or d.count != 2:
         return None
@@ -680,3 +687,43 @@ def _bitop3(w, ins):
         write_u16(w, ins, (out & u32(0xFFFF)).astype(np.uint16))
     else:
         write_u32(w, ins, out)
+
+
+_ONES = 0xFFFFFFFF
+
+
+def _mux(s, x, y):
+    """Bitwise s ? x : y where x / y may be the constants 0 or _ONES (folded away)."""
+    if isinstance(x, int) and isinstance(y, int):
+        return x if x == y else (s if x else ~s)
+    if isinstance(x, int):
+        return (s | y) if x else (~s & y)
+    if isinstance(y, int):
+        return (~s | x) if y else (s & x)
+    return (s & x) | (~s & y)
+
+
+def _bitop3_eval(t: int, a, b, c):
+    """table bit (a << 2 | b << 1 | c) of `t`, per bit position: Shannon expansion on a, b, c."""
+    def on_c(u):
+        return _mux(c, _ONES if u & 2 else 0, _ONES if u & 1 else 0)
+
+    def on_bc(v):
+        return _mux(b, on_c(v >> 2), on_c(v & 3))
+    return _mux(a, on_bc(t >> 4), on_bc(t & 15))
+
+
+@specializes("v_bitop3_b32")
+def _fast_bitop3(ins):
+    table = int(ins.mods.get("bitop3", ins.src[3].value if len(ins.src) > 3 else 0))
+    rd = [fast_src(o) for o in ins.src[:3]]
+    put = fast_dst32(ins.dst[0], "u32")
+    if not plain(ins, allowed=("bitop3",)) or len(ins.src) < 3 or None in rd or put is None:
+        return None
+    r0, r1, r2 = rd
+
+    def run(w, ins):
+        r = _bitop3_eval(table, r0(w), r1(w), r2(w))
+        put(w, np.full(LANES, r, dtype=u32) if isinstance(r, int) else r)
+    return run
+

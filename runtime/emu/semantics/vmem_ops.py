@@ -168,6 +168,10 @@ def _buffer_store(w, ins):
     w.counters.global_bytes_written += int(active.sum()) * csize
 
 
+_SUB_DWORD = {(1, False): np.uint8, (1, True): np.int8, (2, False): np.uint16,
+              (2, True): np.int16}
+
+
 def _fast_buffer(ins):
     """Specialized raw-buffer access (offen or no VGPR address, no idxen, no d16): the V# and
     offsets are read as Python ints, whole lanes are range-checked at once, and a lane that is
@@ -175,8 +179,7 @@ def _fast_buffer(ins):
     is_store = ins.op.startswith("buffer_store")
     nbytes, sext, d16 = _WIDTH[_suffix(ins.op)]
     to_lds = bool(ins.mods.get("lds"))
-    if d16 or sext or ins.mods.get("idxen") or (nbytes % 4 and not is_store) or \
-            (to_lds and nbytes not in _LDS_DMA_STRIDE) or \
+    if d16 or ins.mods.get("idxen") or (to_lds and nbytes not in _LDS_DMA_STRIDE) or \
             not plain(ins, allowed=("offset", "offen", "lds", "sc0", "sc1", "nt", "glc", "slc")):
         return None
     try:
@@ -243,7 +246,8 @@ def _fast_buffer(ins):
             if n != LANES:
                 data = data[:, act]
             if dv is not None:
-                dv[0][idx] = data
+                # a C-ordered lane-major index: on overlapping addresses later lanes win
+                dv[0][np.ascontiguousarray(idx.T)] = data.T
             else:
                 w.mem.store((rel + start).astype(U64),
                             np.ascontiguousarray(data.T).view(np.uint8)[:, :nbytes], what)
@@ -251,6 +255,10 @@ def _fast_buffer(ins):
             return
         if dv is not None:
             vals = dv[0].take(idx)
+        elif nbytes < 4 and n:                       # ubyte/sbyte/ushort/sshort: extend to 32
+            small = w.mem.load((rel + start).astype(U64), nbytes, what)
+            small = small.view(_SUB_DWORD[nbytes, sext])[:, 0]
+            vals = small.astype(np.int32 if sext else np.uint32).view(np.uint32)[None]
         elif n:
             vals = w.mem.load_dwords((rel + start).astype(U64), ndw, what).T
         if n != LANES:                               # lanes out of range (or off) read 0
