@@ -1,14 +1,10 @@
 """Refuse code objects that must not ship. Every check reads the code object's own metadata."""
 from ..formats import codeobject
+from ..formats.codeobject import user_args
+from ..formats.manifest import SLOT_CTYPES
 
 LDS_LIMIT = 160 * 1024          # gfx950 LDS per workgroup
 TARGET_MACH = "gfx950"
-CTYPE_SIZES = {"void*": 8, "int32_t": 4, "int64_t": 8, "float": 4}
-
-
-def user_args(kernel: codeobject.KernelInfo) -> list:
-    """The kernel's own arguments (compiler-added hidden_* arguments excluded)."""
-    return [a for a in kernel.args if not a.value_kind.startswith("hidden_")]
 
 
 def check(co: codeobject.CodeObject, *, symbol: str, block: tuple, traced_block: tuple,
@@ -49,7 +45,7 @@ def check(co: codeobject.CodeObject, *, symbol: str, block: tuple, traced_block:
         problems.append(f"metadata lists {len(args)} arguments, the kernel signature has {len(arg_ctypes)}")
     else:
         for i, (a, ct) in enumerate(zip(args, arg_ctypes)):
-            if CTYPE_SIZES.get(ct) != a.size:
+            if SLOT_CTYPES.get(ct, (None,))[0] != a.size:
                 problems.append(f"argument {i} is {a.size} bytes in metadata but {ct} in the signature")
     problems += _budget_violations(r, budget)
     return problems

@@ -8,8 +8,8 @@ import os
 import pathlib
 
 from ..formats import codeobject
+from ..formats.codeobject import user_args
 from ..formats.manifest import MANIFEST_NAME, pretty_json, sha256_hex
-from .gates import user_args
 
 
 def atomic_write(path: pathlib.Path, data: bytes) -> None:

@@ -90,6 +90,11 @@ class KernelInfo:
     resources: Resources
 
 
+def user_args(kernel: KernelInfo) -> list:
+    """The kernel's own arguments (compiler-added hidden_* arguments excluded)."""
+    return [a for a in kernel.args if not a.value_kind.startswith("hidden_")]
+
+
 @dataclass(frozen=True)
 class CodeObject:
     data: bytes

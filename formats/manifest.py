@@ -14,6 +14,11 @@ from dataclasses import dataclass
 SCHEMA_VERSION = 1
 MANIFEST_NAME = "manifest.json"
 
+# The C types an argument slot may have (a flat kernel ABI), with the size and AMDGPU value_kind the
+# code object's metadata must show for them.
+SLOT_CTYPES = {"void*": (8, "global_buffer"), "int32_t": (4, "by_value"), "int64_t": (8, "by_value"),
+               "float": (4, "by_value")}
+
 
 class ManifestError(ValueError):
     pass

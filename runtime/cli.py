@@ -109,10 +109,7 @@ def cmd_list(a, config) -> int:
 
 def cmd_verify(a, config) -> int:
     """Hash and cross-check every artifact; with a GPU of the store's target, also load each one."""
-    from ..formats import codeobject
-    from ..formats.elf import EM_AMDGPU, Elf
-    from . import drivers
-    from .packing import ArgLayout
+    from . import drivers, loader
     gpu_driver = None
     if not a.no_load:
         import torch
@@ -127,20 +124,11 @@ def cmd_verify(a, config) -> int:
         can_load = gpu_driver is not None and gpu_driver.target(0) == store.target
         for key, (sid, e) in sorted(store.by_key.items()):
             try:
-                data = store.read(sid, e)
-                layout = ArgLayout.from_entry(e, f"{store.label}: {key}")
-                if Elf(data).machine == EM_AMDGPU:
-                    layout.cross_check(codeobject.parse(data).kernel(e["symbol"]), e, f"{store.label}: {key}")
                 if can_load:
-                    module = gpu_driver.load_module(data, 0)
-                    try:
-                        fn = gpu_driver.get_function(module, e["symbol"])
-                        params = gpu_driver.param_layout(fn)
-                        if params is not None:
-                            layout.cross_check_params(params, key)
-                    finally:
-                        gpu_driver.unload(module)
+                    gpu_driver.unload(loader.load(gpu_driver, 0, store, sid, e, prefer_c=False).module)
                     loaded += 1
+                else:
+                    loader.check(store, sid, e)
                 checked += 1
             except Exception as ex:
                 print(f"FAIL {key} ({kind} store {root}): {ex}")

@@ -18,7 +18,9 @@ class Loaded:
     launcher: object
 
 
-def load(driver, device: int, store, sid: str, entry: dict, *, prefer_c: bool) -> Loaded:
+def check(store, sid: str, entry: dict):
+    """Read one code object and check it against its manifest entry and its own metadata, without a
+    device: (bytes, argument layout)."""
     origin = f"{store.label}: {entry['key']}"
     layout = ArgLayout.from_entry(entry, origin)
     data = store.read(sid, entry)            # size + sha256 against the manifest
@@ -32,6 +34,12 @@ def load(driver, device: int, store, sid: str, entry: dict, *, prefer_c: bool) -
         if co.mach != store.target:
             raise ArchMismatchError(f"{origin}: the code object is for {co.mach}, the store says {store.target}")
         layout.cross_check(co.kernel(entry["symbol"]), entry, origin)
+    return data, layout
+
+
+def load(driver, device: int, store, sid: str, entry: dict, *, prefer_c: bool) -> Loaded:
+    origin = f"{store.label}: {entry['key']}"
+    data, layout = check(store, sid, entry)
     device_target = driver.target(device)
     if device_target != store.target:
         raise ArchMismatchError(f"{origin}: built for {store.target}, but {driver.name} device {device} is "

@@ -7,15 +7,14 @@ silently), floats are rounded once to f32, bools and tensors in scalar slots are
 import struct
 from dataclasses import dataclass
 
+from ..formats.codeobject import user_args
+from ..formats.manifest import SLOT_CTYPES
 from .errors import IntegrityError, StoreError
 
-# ctype -> (one-letter code shared with the C launcher, size, value_kind, struct format)
-CTYPES = {
-    "void*": ("p", 8, "global_buffer", "<Q"),
-    "int32_t": ("i", 4, "by_value", "<i"),
-    "int64_t": ("l", 8, "by_value", "<q"),
-    "float": ("f", 4, "by_value", "<f"),
-}
+# ctype -> (one-letter code shared with the C launcher, size, value_kind, struct format); sizes and
+# kinds are the manifest vocabulary's
+_CODES = {"void*": ("p", "<Q"), "int32_t": ("i", "<i"), "int64_t": ("l", "<q"), "float": ("f", "<f")}
+CTYPES = {ct: (code, *SLOT_CTYPES[ct], fmt) for ct, (code, fmt) in _CODES.items()}
 _INT_RANGE = {"i": (-(1 << 31), (1 << 31) - 1), "l": (-(1 << 63), (1 << 63) - 1)}
 
 
@@ -107,7 +106,7 @@ class ArgLayout:
 
     def cross_check(self, kernel, entry: dict, origin: str) -> None:
         """The manifest must describe the code object's own AMDGPU metadata exactly (kernel: KernelInfo)."""
-        explicit = [a for a in kernel.args if not a.value_kind.startswith("hidden_")]
+        explicit = user_args(kernel)
         ours = [(s.offset, s.size, s.kind) for s in self.slots]
         theirs = [(a.offset, a.size, a.value_kind) for a in explicit]
         if ours != theirs:

@@ -61,6 +61,73 @@ def test_fma_f32_rounds_once():
             assert err <= abs(Fraction(float(nb)) - exact)
 
 
+def ref_f32_bits(x: Fraction) -> int:
+    """Round an exact value to the nearest f32 (ties to even, subnormals, overflow to inf)."""
+    sign = 0x80000000 if x < 0 else 0
+    a = abs(x)
+    if a == 0:
+        return sign
+    e = a.numerator.bit_length() - a.denominator.bit_length()
+    if Fraction(2) ** e > a:
+        e -= 1
+    e = max(e, -126)
+    q = a / Fraction(2) ** (e - 23)
+    n = int(q)
+    if q - n > Fraction(1, 2) or (q - n == Fraction(1, 2) and n % 2):
+        n += 1
+    if n == 1 << 24:
+        e, n = e + 1, 1 << 23
+    if e > 127:
+        return sign | 0x7F800000
+    return sign | (n if n < (1 << 23) else ((e + 127) << 23) | (n - (1 << 23)))
+
+
+def test_fma_f32_double_rounding_traps():
+    # a*b + c whose f64 sum lands exactly on an f32 midpoint while the exact value lies just
+    # off it (by 2^-64): rounding the f64 sum would tie to the even neighbour, the single
+    # rounding of an FMA must not. Plus random lanes across the exponent range.
+    f = np.float32
+    traps = [  # (a, b, c): c odd-mantissa neighbour of the midpoint, exact value 2^-64 away
+        (f(2.0 ** -24 * (1 + 2.0 ** -20)), f(1 - 2.0 ** -20), f(1 + 2.0 ** -23)),
+        (f(-2.0 ** -24 * (1 + 2.0 ** -20)), f(1 - 2.0 ** -20), f(1 + 2.0 ** -23)),
+        (f(2.0 ** -24 * (1 + 2.0 ** -20)), f(-(1 - 2.0 ** -20)), f(-(1 + 2.0 ** -23))),
+    ]
+    a = (rng.standard_normal(64) * 2.0 ** rng.integers(-70, 60, 64)).astype(np.float32)
+    b = (rng.standard_normal(64) * 2.0 ** rng.integers(-70, 60, 64)).astype(np.float32)
+    cc = (-(a.astype(np.float64) * b) * (1 + rng.standard_normal(64) * 2.0 ** -20)).astype(np.float32)
+    for k, (x, y, z) in enumerate(traps):
+        a[k], b[k], cc[k] = x, y, z
+    w = wave()
+    w.vgpr[0], w.vgpr[1], w.vgpr[2] = a.view(np.uint32), b.view(np.uint32), cc.view(np.uint32)
+    run(w, ins("v_fma_f32", [v(3)], [v(0), v(1), v(2)]),
+        ins("v_fmac_f32", [v(2)], [v(0), v(1)], enc="VOP2"))
+    for k in range(64):
+        exact = Fraction(float(a[k])) * Fraction(float(b[k])) + Fraction(float(cc[k]))
+        assert int(w.vgpr[3, k]) == int(w.vgpr[2, k]) == ref_f32_bits(exact), k
+    assert int(w.vgpr[3, 0]) == 0x3F800001 and int(w.vgpr[3, 1]) == 0x3F800001   # not the tie
+
+
+def test_maximum3_minimum3_ieee_2019():
+    vals = [0.0, -0.0, 1.5, -2.0, np.inf, -np.inf, np.nan]
+    triples = [(x, y, z) for x in vals for y in vals for z in vals][:64]
+    a, b, cc = (np.array(t, dtype=np.float32) for t in zip(*triples))
+    w = wave()
+    w.vgpr[0], w.vgpr[1], w.vgpr[2] = a.view(np.uint32), b.view(np.uint32), cc.view(np.uint32)
+    with np.errstate(invalid="ignore"):
+        run(w, ins("v_maximum3_f32", [v(3)], [v(0), v(1), v(2)]),
+            ins("v_minimum3_f32", [v(4)], [v(0), v(1), v(2)]))
+    for k, t in enumerate(triples):
+        hi, lo = w.vgpr[3, k:k + 1].view(np.float32)[0], w.vgpr[4, k:k + 1].view(np.float32)[0]
+        if any(np.isnan(t)):
+            assert np.isnan(hi) and np.isnan(lo)
+            continue
+        # order with -0 below +0: compare (value, sign-is-positive)
+        key = lambda x: (x, not np.signbit(x))                   # noqa: E731
+        want_hi, want_lo = max(t, key=key), min(t, key=key)
+        assert hi == want_hi and np.signbit(hi) == np.signbit(want_hi), (t, hi)
+        assert lo == want_lo and np.signbit(lo) == np.signbit(want_lo), (t, lo)
+
+
 def test_vop3_neg_abs_clamp_omod():
     w = wave()
     w.vgpr[0] = np.full(64, np.float32(-0.75)).view(np.uint32)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from exec_helpers import VCC, c, ins, lit, s, sp, v, wave
+from exec_helpers import VCC, c, ins, lit, s, v, wave
 from flyaot.runtime.emu.isa import Operand
 from flyaot.runtime.emu.memory import Memory
 from flyaot.runtime.emu.semantics import HANDLERS, handler_for
@@ -91,6 +91,10 @@ VALU = [
     ins("v_pk_add_f32", [V2(10)], [V2(2), lit(0x40000000)], enc="VOP3P", op_sel=2, op_sel_hi=5),
     ins("v_pk_fma_f32", [V2(10)], [V2(2), V2(4), V2(6)], enc="VOP3P", op_sel=0, op_sel_hi=7),
     ins("v_cvt_pk_bf16_f32", [v(10)], [v(1), v(2)]),
+    ins("v_cvt_scalef32_pk_bf16_fp4", [v(10)], [v(1), v(2)], op_sel=0b0011),
+    ins("v_cvt_scalef32_pk_f16_fp4", [v(10)], [v(1), s(2)], op_sel=0b0001),
+    ins("v_cvt_scalef32_pk_f32_fp4", [V2(10)], [v(1), v(2)], op_sel=0b0010),
+    *(ins("v_bitop3_b32", [v(10)], [v(1), s(2), v(3)], bitop3=t) for t in (0, 0xFF, 0x6C, 0x96, 0xE8, 0x01, 0xF0)),
     ins("v_cmp_lt_i32", [VCC], [v(1), v(2)], enc="VOPC"),
     ins("v_cmp_gt_u32", [s(30, 2)], [s(4), v(2)]),
     ins("v_cmp_neq_f32", [VCC], [v(1), v(2)], enc="VOPC"),
@@ -131,6 +135,9 @@ MEM = [
     ins("buffer_load_dword", [v(20)], [s(8, 4), lit(8)], offset=12),
     ins("buffer_load_dwordx4", [], [v(0), s(8, 4), c(0)], offen=1, lds=1, offset=32),
     ins("buffer_load_dword", [], [v(0), s(8, 4), s(12)], offen=1, lds=1),
+    ins("buffer_load_ushort", [v(20)], [v(0), s(8, 4), c(0)], offen=1, offset=2),
+    ins("buffer_load_sbyte", [v(20)], [v(0), s(8, 4), s(12)], offen=1, offset=3),
+    ins("buffer_load_sshort", [v(20)], [v(0), s(8, 4), c(0)], offen=1),
     ins("buffer_store_dword", [], [v(1), v(0), s(8, 4), s(12)], offen=1),
     ins("buffer_store_dwordx4", [], [v(4, 4), v(0), s(8, 4), c(0)], offen=1, offset=4),
     ins("buffer_store_short", [], [v(1), v(0), s(8, 4), c(0)], offen=1, offset=2),
