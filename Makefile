@@ -1,7 +1,6 @@
 # The two fresh-machine commands (see README): `make wheel` and `make test`.
 PYTHON ?= python3
 PIP := $(PYTHON) -m pip
-STAMP := .flyaot-build-cache
 
 .PHONY: wheel test deps test-deps install prebuilt clean
 

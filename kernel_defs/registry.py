@@ -6,6 +6,7 @@ families by listing, so adding one needs no change outside its own folder.
 import functools
 import hashlib
 import importlib
+import importlib.util
 import pathlib
 import pkgutil
 from dataclasses import dataclass, field
@@ -60,10 +61,6 @@ def get_family(name: str) -> Family:
     if name not in family_names():
         raise KeyError(f"unknown kernel family {name!r}; known: {', '.join(family_names())}")
     return importlib.import_module(f"{__package__}.{name}.specs").FAMILY
-
-
-def family_dir(name: str):
-    return pathlib.Path(importlib.import_module(f"{__package__}.{name}").__file__).parent
 
 
 @functools.lru_cache(maxsize=None)

@@ -94,15 +94,6 @@ class Wave:
         self.instr = None                 # the instruction being executed (for error messages)
 
     # ----- masks -----
-    def exec_mask(self) -> np.ndarray:
-        return self.exec
-
-    def exec_u64(self) -> int:
-        return mask_to_int(self.exec)
-
-    def vcc_u64(self) -> int:
-        return mask_to_int(self.vcc)
-
     # ----- vector-side reads -----
     def read(self, op: Operand, dwords: int | None = None, *, fp64: bool = False) -> np.ndarray:
         """Value of `op` for every lane as uint32[n, 64] (n = dwords or op.count).
@@ -160,9 +151,6 @@ class Wave:
         """A 64-bit scalar operand as a Python int."""
         lo, hi = self.read_scalar(op, 2, fp64=fp64)
         return int(lo) | (int(hi) << 32)
-
-    def read_u32(self, op: Operand) -> int:
-        return int(self.read_scalar(op, 1)[0])
 
     def _read_special(self, name: str, n: int) -> np.ndarray:
         if name in ("vcc", "exec"):

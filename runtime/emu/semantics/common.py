@@ -171,10 +171,6 @@ def src_u32(w, ins, i):
     return src_raw(w, ins, i)[0]
 
 
-def src_i32(w, ins, i):
-    return src_raw(w, ins, i)[0].view(np.int32)
-
-
 def src_f32(w, ins, i):
     x = src_raw(w, ins, i)[0]
     x = np.ascontiguousarray(x).view(np.float32)
