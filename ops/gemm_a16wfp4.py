@@ -14,6 +14,8 @@ from ..kernel_defs.gemm_a16wfp4 import layout, plan as gemm_plan
 from ..kernel_defs.gemm_a16wfp4.layout import PreparedMXFP4Weight
 from ..kernel_defs.gemm_a16wfp4.reference import decode_weight
 from ..kernel_defs.validate import E8M0, FP4X2, check_same_device, check_tensor
+from ..runtime.custom_ops import custom_op
+from ._torch_ops import dispatch_modes as _dispatch_modes, is_compiling as _is_compiling, no_output
 
 log = logging.getLogger(__name__)
 
@@ -50,19 +52,29 @@ def _fallback_weight(weight: PreparedMXFP4Weight) -> torch.Tensor:
 
 def gemm_a16wfp4(x, weight: PreparedMXFP4Weight, out=None, *, fused_only: bool = False):
     """out[M, N] (bf16) = x[M, K] (bf16, row stride allowed) @ W^T, W the MXFP4 weight decoded to bf16,
-    accumulated in fp32. Returns `out` (allocated when None)."""
+    accumulated in fp32. Returns `out` (allocated when None).
+
+    Under torch.compile (or a dispatch mode) a fused weight runs torch.ops.flyaot.gemm_a16wfp4 (or
+    gemm_a16wfp4_out with `out`) on the prepared tensors; the fallback is traced as torch ops."""
     if not isinstance(weight, PreparedMXFP4Weight):
         raise TypeError(f"weight: expected the result of prepare_mxfp4_weight, got {type(weight).__name__}")
     if not weight.fused:
         if fused_only:
             raise ValueError(f"weight: N={weight.n}, K={weight.k} has no fused kernel (needs multiples of "
                              f"{gemm_plan.FUSED_ALIGN}) and fused_only=True")
+        if _is_compiling() or _dispatch_modes():
+            return _traced_fallback(x, weight, out)
         gemm_plan.check_x(x, weight.k)
         w = _fallback_weight(weight)
         if out is None:
             return torch.nn.functional.linear(x, w)
         gemm_plan.check_out(out, x.shape[0], weight.n, x)
         return torch.mm(x, w.t(), out=out)
+    if _is_compiling() or _dispatch_modes():
+        if out is None:
+            return torch.ops.flyaot.gemm_a16wfp4(x, weight.weight, weight.scales, weight.n, weight.k)
+        torch.ops.flyaot.gemm_a16wfp4_out(x, weight.weight, weight.scales, weight.n, weight.k, out)
+        return out
     m = gemm_plan.check_x(x, weight.k)
     if out is None:
         out = torch.empty((m, weight.n), dtype=torch.bfloat16, device=x.device)
@@ -70,6 +82,49 @@ def gemm_a16wfp4(x, weight: PreparedMXFP4Weight, out=None, *, fused_only: bool =
         return out
     runtime.launch(gemm_plan.plan(x, weight, out))
     return out
+
+
+def _traced_fallback(x, weight: PreparedMXFP4Weight, out):
+    """The non-fused path as traceable torch ops. Under torch.compile the BF16 copy decoded on first use
+    is stored like in eager (dynamo replays the attribute write after the graph, and its guard on
+    `bf16_cache` then retraces once with the copy); under a bare dispatch mode it may be a fake tensor,
+    so it is not kept. Not logged here: logging would break the graph."""
+    w = weight.bf16_cache
+    if w is None:
+        w = decode_weight(weight.weight, weight.scales)
+        if _is_compiling():
+            weight.bf16_cache = w
+    if out is None:
+        return torch.nn.functional.linear(x, w)
+    return torch.mm(x, w.t(), out=out)
+
+
+# ------------------------------------------------------------------------------- torch.library ops
+# A fused PreparedMXFP4Weight travels as its tensors and sizes: preshuffled uint8 weight [N, K/2] and
+# scales [N, K/32].
+
+def _prepared(weight, scales, n: int, k: int) -> PreparedMXFP4Weight:
+    """The fused weight the op's tensors describe, checked (a direct op call bypasses prepare_mxfp4_weight)."""
+    if not gemm_plan.fused_supported(n, k):
+        raise ValueError(f"n={n}, k={k}: the fused kernels need positive multiples of {gemm_plan.FUSED_ALIGN}")
+    check_tensor("weight", weight, dtype=torch.uint8, shape=(n, k // 2), contiguous=True)
+    check_tensor("scales", scales, dtype=torch.uint8, shape=(n, k // 32), contiguous=True)
+    check_same_device(weight=weight, scales=scales)
+    return PreparedMXFP4Weight(weight, scales, n, k, fused=True)
+
+
+def _fake(x, weight, scales, n, k):
+    return torch.empty((x.shape[0], n), dtype=torch.bfloat16, device=x.device)
+
+
+@custom_op("gemm_a16wfp4", mutates_args=(), fake=_fake)
+def _op(x: torch.Tensor, weight: torch.Tensor, scales: torch.Tensor, n: int, k: int) -> torch.Tensor:
+    return gemm_a16wfp4(x, _prepared(weight, scales, n, k))
+
+
+@custom_op("gemm_a16wfp4_out", mutates_args=("out",), fake=no_output)
+def _op_out(x: torch.Tensor, weight: torch.Tensor, scales: torch.Tensor, n: int, k: int, out: torch.Tensor) -> None:
+    gemm_a16wfp4(x, _prepared(weight, scales, n, k), out=out)
 
 
 # ------------------------------------------------------------------------------- CLI selftest and bench

@@ -1,9 +1,13 @@
 """FP4 paged MQA logits decode host op, argument-compatible with aiter's `flydsl_pa_mqa_logits_fp4`."""
+from typing import Optional
+
 import torch
 
 from .. import runtime
 from ..kernel_defs.mqa_decode import plan as P
 from ..kernel_defs.mqa_decode.schedule import build_schedule, default_parallel_units
+from ..runtime.custom_ops import custom_op
+from ._torch_ops import check_no_stream, dispatch_modes as _dispatch_modes, is_compiling as _is_compiling, no_output
 
 
 def pa_mqa_logits_fp4(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, context_lens, max_seq_len,
@@ -28,7 +32,18 @@ def pa_mqa_logits_fp4(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights,
     Dispatch: with the internal schedule and no block_k / num_warps / parallel_unit_num, D128 with H64 or
     H128 runs the direct kernel (2-D grid, tile chosen from B and max_seq_len); everything else runs the
     staged-LDS kernel (block_k / num_warps: None picks its default tile, 256 x 4).
+
+    Under torch.compile (or a dispatch mode) the call is torch.ops.flyaot.pa_mqa_logits_fp4, or
+    pa_mqa_logits_fp4_out with `out`; `stream` must then be None.
     """
+    if _is_compiling() or _dispatch_modes():
+        check_no_stream("pa_mqa_logits_fp4", stream)
+        args = (q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, context_lens, max_seq_len, weight_scale,
+                next_n, block_k, kv_block_size, num_warps, parallel_unit_num, cta_info, total_ctas)
+        if out is None:
+            return torch.ops.flyaot.pa_mqa_logits_fp4(*args)
+        torch.ops.flyaot.pa_mqa_logits_fp4_out(*args, out)
+        return out
     s = P.check_inputs(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, context_lens, max_seq_len,
                        next_n, kv_block_size, weight_scale)
     if (cta_info is None) != (total_ctas is None):
@@ -72,6 +87,38 @@ def _prefilled(out, rows: int, max_seq_len: int, device):
     if out is None:
         return torch.full((rows, max_seq_len), float("-inf"), dtype=torch.float32, device=device)
     return out.fill_(float("-inf"))
+
+
+# ------------------------------------------------------------------------------- torch.library ops
+# Same arguments as the public op, positional and typed (the schema); `stream` cannot be traced.
+
+def _fake(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, context_lens, max_seq_len, weight_scale,
+          next_n, block_k, kv_block_size, num_warps, parallel_unit_num, cta_info, total_ctas):
+    return torch.empty((q_fp4.shape[0] * next_n, max_seq_len), dtype=torch.float32, device=q_fp4.device)
+
+
+@custom_op("pa_mqa_logits_fp4", mutates_args=(), fake=_fake)
+def _op(q_fp4: torch.Tensor, q_scale: torch.Tensor, kv_cache: torch.Tensor, kv_scale: torch.Tensor,
+        block_tables: torch.Tensor, weights: torch.Tensor, context_lens: torch.Tensor, max_seq_len: int,
+        weight_scale: float, next_n: int, block_k: Optional[int], kv_block_size: int, num_warps: Optional[int],
+        parallel_unit_num: Optional[int], cta_info: Optional[torch.Tensor],
+        total_ctas: Optional[int]) -> torch.Tensor:
+    return pa_mqa_logits_fp4(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, context_lens, max_seq_len,
+                             weight_scale=weight_scale, next_n=next_n, block_k=block_k, kv_block_size=kv_block_size,
+                             num_warps=num_warps, parallel_unit_num=parallel_unit_num, cta_info=cta_info,
+                             total_ctas=total_ctas)
+
+
+@custom_op("pa_mqa_logits_fp4_out", mutates_args=("out",), fake=no_output)
+def _op_out(q_fp4: torch.Tensor, q_scale: torch.Tensor, kv_cache: torch.Tensor, kv_scale: torch.Tensor,
+            block_tables: torch.Tensor, weights: torch.Tensor, context_lens: torch.Tensor, max_seq_len: int,
+            weight_scale: float, next_n: int, block_k: Optional[int], kv_block_size: int, num_warps: Optional[int],
+            parallel_unit_num: Optional[int], cta_info: Optional[torch.Tensor], total_ctas: Optional[int],
+            out: torch.Tensor) -> None:
+    pa_mqa_logits_fp4(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, context_lens, max_seq_len,
+                      weight_scale=weight_scale, next_n=next_n, block_k=block_k, kv_block_size=kv_block_size,
+                      num_warps=num_warps, parallel_unit_num=parallel_unit_num, out=out, cta_info=cta_info,
+                      total_ctas=total_ctas)
 
 
 # ------------------------------------------------------------------------------- CLI selftest and bench

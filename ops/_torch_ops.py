@@ -1,0 +1,26 @@
+"""What the public ops share for their torch.library registrations (torch.ops.flyaot.*).
+
+Each public op keeps its eager fast path: it enters the dispatcher only while something traces it,
+i.e. when `is_compiling() or dispatch_modes()`: torch.compile / torch.export are tracing (dynamo
+folds `is_compiling()` to True, so that branch is all it sees), or a TorchDispatchMode (make_fx,
+FakeTensorMode, FlopCounterMode...) is active. Each registered op's implementation calls its public
+function again: by then every mode has been popped (torch does so while running the kernel) and
+nothing is tracing, so that call takes the eager path.
+"""
+import torch
+
+# Bound once: an eager call pays these two calls (~0.1-0.2 us) and never enters the dispatcher.
+is_compiling = torch.compiler.is_compiling
+dispatch_modes = torch._C._len_torch_dispatch_stack
+
+
+def check_no_stream(op: str, stream) -> None:
+    """A traced call cannot carry a stream object through an op schema: it runs on the current stream."""
+    if stream is not None:
+        raise TypeError(f"{op}: stream= is not supported under torch.compile or a dispatch mode; "
+                        "the op runs on the current stream (wrap the call in torch.cuda.stream(s))")
+
+
+def no_output(*args, **kwargs) -> None:
+    """Fake of every `out=` variant: it only mutates `out`, so there is no metadata to compute."""
+    return None
