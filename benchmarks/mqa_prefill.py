@@ -23,7 +23,7 @@ from flyaot.runtime.timing import graph_median_us, on_gfx950
 from flyaot.kernel_defs.mqa_common import layouts
 from flyaot.kernel_defs.mqa_prefill.geometry import CHUNK_TOKENS, Geometry
 from flyaot.ops import pa_mqa_logits_fp4_prefill
-from flyaot.ops.mqa_prefill import compute_prefill_schedule, compute_varqlen_windows
+from flyaot.ops import compute_prefill_schedule, compute_varqlen_windows
 
 # (batch, q rows per sequence, kv tokens, seed "new" target in us)
 SHAPES = [(1, 512, 65536, 200.74), (1, 1024, 65536, 377.41), (1, 2048, 32768, 356.27),

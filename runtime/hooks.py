@@ -1,7 +1,6 @@
 """Per-family hooks the CLI's `selftest` and `bench` call, found in the public op modules.
 
-A family opts in by defining the hooks in `flyaot.ops.<family>` (the op module is named like its
-family). They live with the ops, not in kernel_defs, because they call the public ops and the runtime,
+A family opts in by defining the hooks in its op module `flyaot.ops._<family>`. They live with the ops, not in kernel_defs, because they call the public ops and the runtime,
 and kernel_defs must not depend on either.
 
 Protocol (both optional, both take a torch device string such as "cuda" or "cpu"; "cpu" runs on the
@@ -29,7 +28,7 @@ def _error(e: BaseException) -> str:
 
 def _op_module(family: str):
     """The family's op module, or None when the family has none (test-only families)."""
-    name = f"{OPS_PACKAGE}.{family}"
+    name = f"{OPS_PACKAGE}._{family}"
     if importlib.util.find_spec(name) is None:
         return None
     return importlib.import_module(name)      # an import error inside it is the family's failure, not "none"

@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from flyaot.kernel_defs.mqa_common import fp4, layouts
+from flyaot.kernel_defs.mqa_common.schedule import smallest_fit
 from flyaot.kernel_defs.mqa_common.reference import compare, passes, weighted_relu_logits
 from flyaot.kernel_defs.mqa_decode.reference import pa_mqa_logits_reference, visible_mask
 
@@ -174,3 +175,21 @@ def test_weighted_relu_logits_small():
     k = torch.tensor([[2.0, -3.0], [-1.0, 1.0]])
     w = torch.tensor([[0.5, 2.0]])
     assert weighted_relu_logits(q, k, w, 2.0).tolist() == [[2.0, 4.0]]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_smallest_fit_matches_a_linear_scan(seed):
+    """The schedules' device binary search: the smallest s in [1, s_max] whose cost fits, s_max if none,
+    for the cost both families use (sum of ceil(chunks / s)) over random chunk counts and budgets."""
+    g = torch.Generator().manual_seed(seed)
+    for _ in range(40):
+        chunks = torch.randint(0, 40, (int(torch.randint(1, 6, (1,), generator=g)),), generator=g)
+        s_max = int(torch.randint(1, 50, (1,), generator=g))
+        budget = int(torch.randint(0, 60, (1,), generator=g))
+
+        def cost(s):
+            return ((chunks + s - 1) // s).sum()
+
+        fits = [s for s in range(1, s_max + 1) if int(((chunks + s - 1) // s).sum()) <= budget]
+        got = smallest_fit(cost, budget, s_max, chunks.device)
+        assert got.shape == () and int(got) == (fits[0] if fits else s_max)

@@ -6,7 +6,7 @@ from flyaot.kernel_defs.mqa_common import layouts
 from flyaot.kernel_defs.mqa_decode import plan as P
 from flyaot.kernel_defs.mqa_decode.geometry import direct_tile
 from flyaot.kernel_defs.mqa_decode.schedule import build_schedule
-from flyaot.ops import mqa_decode as op_module
+from flyaot.ops import _mqa_decode as op_module
 
 
 @pytest.fixture(autouse=True)

@@ -13,7 +13,7 @@ from flyaot.kernel_defs.mqa_prefill import plan, specs
 from flyaot.kernel_defs.mqa_prefill import reference as R
 from flyaot.kernel_defs.mqa_prefill.geometry import Geometry
 from flyaot.ops import pa_mqa_logits_fp4_prefill, pa_mqa_logits_fp4_varqlen
-from flyaot.ops.mqa_prefill import compute_prefill_schedule, compute_varqlen_windows
+from flyaot.ops import compute_prefill_schedule, compute_varqlen_windows
 from tests.support import emulated_store
 
 

@@ -9,7 +9,7 @@ from flyaot.kernel_defs.mqa_prefill import reference as R
 from flyaot.kernel_defs.mqa_prefill import schedule as S
 from flyaot.kernel_defs.mqa_prefill import plan, specs
 from flyaot.kernel_defs.mqa_prefill.geometry import CHUNK_TOKENS, CTA_INFO_INTS, WAVES, Geometry
-from flyaot.ops.mqa_prefill import pa_mqa_logits_fp4_prefill, pa_mqa_logits_fp4_varqlen
+from flyaot.ops import pa_mqa_logits_fp4_prefill, pa_mqa_logits_fp4_varqlen
 
 VARQLEN_CASES = [            # (qlens, context_lens): upstream's sweep, an empty batch, padding rows
     ([3, 1, 2], [512, 320, 768]),

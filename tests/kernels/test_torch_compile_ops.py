@@ -19,14 +19,14 @@ from flyaot.kernel_defs.mqa_decode.reference import pa_mqa_logits_reference
 from flyaot.kernel_defs.mqa_decode.schedule import build_schedule
 from flyaot.ops import (gemm_a16wfp4, pa_mqa_logits_fp4, pa_mqa_logits_fp4_prefill, pa_mqa_logits_fp4_varqlen,
                         prepare_mxfp4_weight)
-from flyaot.ops.mqa_prefill import compute_prefill_schedule, compute_varqlen_windows
+from flyaot.ops import compute_prefill_schedule, compute_varqlen_windows
 from flyaot.runtime import misses
 from flyaot.runtime.config import Config
 from flyaot.runtime.dispatch import Runtime
 from tests.support import run_build
 
-decode_mod = importlib.import_module("flyaot.ops.mqa_decode")
-prefill_mod = importlib.import_module("flyaot.ops.mqa_prefill")
+decode_mod = importlib.import_module("flyaot.ops._mqa_decode")
+prefill_mod = importlib.import_module("flyaot.ops._mqa_prefill")
 
 NEG_INF = float("-inf")
 DECODE_CTX = [100, 0, 37]

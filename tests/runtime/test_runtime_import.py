@@ -20,3 +20,12 @@ def test_import_flyaot_imports_no_compiler_and_reads_no_store():
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
     assert result == {"mods": [], "opened": []}
+
+
+def test_op_names_resolve_to_the_ops_whatever_was_imported_first():
+    # Importing a family's op module (as `selftest` does) must not shadow an op named like the family.
+    import flyaot.ops
+    from flyaot.ops import family_module
+    family_module("gemm_a16wfp4")
+    assert callable(flyaot.ops.gemm_a16wfp4) and flyaot.ops.gemm_a16wfp4.__name__ == "gemm_a16wfp4"
+    assert flyaot.ops.pa_mqa_logits_fp4.__name__ == "pa_mqa_logits_fp4"
