@@ -43,13 +43,15 @@ def _match_dims(name, what, actual, expected, dims):
 
 
 def check_tensor(name: str, t, *, dtype=None, shape=None, ndim=None, stride=None, device=None,
-                 contiguous=False, align=None, dims=None):
+                 contiguous=False, align=None, align_strides=False, dims=None):
     """Check one tensor argument; return it unchanged.
 
     dtype: a torch.dtype or a tuple of accepted dtypes (FP4X2, E8M0 above).
     shape / stride: tuples whose entries are ints (exact), None (any) or strings (named, see module doc).
     device: "cuda", "cpu", a torch.device, or a tensor whose device must match.
-    align: required byte alignment of the data pointer.
+    align: required byte alignment of the data pointer; with align_strides, also of every stride (in bytes)
+    a kernel steps by from there: those of the dims of size > 1 other than the innermost (the innermost
+    dim is the run a load reads; a size-1 dim is never stepped).
     """
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
@@ -67,10 +69,20 @@ def check_tensor(name: str, t, *, dtype=None, shape=None, ndim=None, stride=None
         check_device(name, t, device)
     if contiguous and not t.is_contiguous():
         raise ValueError(f"{name}: must be contiguous (shape {tuple(t.shape)}, stride {t.stride()})")
-    if align is not None and t.data_ptr() % align:
-        raise ValueError(f"{name}: data pointer must be {align}-byte aligned (it is 0x{t.data_ptr():x}, "
-                         f"storage offset {t.storage_offset()})")
+    if align is not None:
+        if t.data_ptr() % align:
+            raise ValueError(f"{name}: data pointer must be {align}-byte aligned (it is 0x{t.data_ptr():x}, "
+                             f"storage offset {t.storage_offset()})")
+        if align_strides:
+            _check_stride_alignment(name, t, align)
     return t
+
+
+def _check_stride_alignment(name, t, align):
+    for i, (n, s) in enumerate(zip(t.shape[:-1], t.stride()[:-1])):
+        if n > 1 and (s * t.element_size()) % align:
+            raise ValueError(f"{name}: stride[{i}] must be a multiple of {align} bytes, got {s} elements "
+                             f"({s * t.element_size()} bytes)")
 
 
 def check_device(name: str, t, device) -> None:

@@ -8,19 +8,7 @@ definitions of the instructions (see kernel.py).
 """
 import torch
 
-FP4_VALUES = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0,
-                           -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0])
-
-
-def fp4_unpack(packed: torch.Tensor) -> torch.Tensor:
-    """uint8 [..., n] of two E2M1 values each (low nibble first) -> float32 [..., 2n]."""
-    lo = FP4_VALUES[(packed & 0xF).long()]
-    hi = FP4_VALUES[(packed >> 4).long()]
-    return torch.stack([lo, hi], dim=-1).flatten(-2)
-
-
-def e8m0(scale: torch.Tensor) -> torch.Tensor:
-    return torch.exp2(scale.to(torch.float32) - 127.0)
+from ..mqa_common.fp4 import dequant_mxfp4, e2m1_decode, unpack_nibbles
 
 
 def _small_bf16(g, *shape):
@@ -68,12 +56,11 @@ def expected(kernel: str, case: dict) -> dict:
         x[:case["n_in"]] = case["x"]
         return {"out": (x * 2.0 + 1.0)[:case["n_out"]]}
     if kernel == "mfma_fp4_scaled":
-        a = fp4_unpack(case["a"]).view(16, 4, 32) * e8m0(case["sa"]).unsqueeze(-1)
-        b = fp4_unpack(case["b"]).view(16, 4, 32) * e8m0(case["sb"]).unsqueeze(-1)
-        return {"c": a.reshape(16, 128) @ b.reshape(16, 128).T}
+        a, b = dequant_mxfp4(case["a"], case["sa"]), dequant_mxfp4(case["b"], case["sb"])     # [16, 128] each
+        return {"c": a @ b.T}
     if kernel == "cvt_fp4_bf16":
         packed = case["packed"].view(torch.uint8).view(64, 4)
-        vals = fp4_unpack(packed) * case["scales"].unsqueeze(-1)            # [64, 8]
+        vals = e2m1_decode(unpack_nibbles(packed)) * case["scales"].unsqueeze(-1)     # [64, 8]
         pk = torch.stack([case["x"], case["y"]], dim=-1).to(torch.bfloat16)  # [64, 2]
         return {"out_fp4": vals.to(torch.bfloat16).view(torch.int32).view(64, 4),
                 "out_pk": pk.view(torch.int32).view(64)}

@@ -30,7 +30,7 @@ Decisions on the open questions (kernel_semantics.md section 5):
   that the conversion honours it for e = 0 is checked on the emulator only, not on hardware.
   -0 codes sum to +0 in the GEMM, as in the reference matmul.
 - Q12: aiter's canonical 16x16 weight shuffle and e8m0 scale shuffle (layout.py), so weights prepared
-  for aiter/FlyDSL MXFP4 kernels are accepted unchanged. Host API in ops/gemm_a16wfp4.py.
+  for aiter/FlyDSL MXFP4 kernels are accepted unchanged. Host API in ops/_gemm_a16wfp4.py.
 - Q13: tiles chosen in configs.py by reasoning (grid fill, LDS, VGPR budgets), not timed on gfx950.
 - Q14: the TP2 shapes get their own table rows; nothing assumes a model role.
 N, K, M and both row strides are runtime arguments; a spec is only a tile config.

@@ -1,8 +1,10 @@
 """Compile-time geometry of the decode kernels, shared by kernel.py (tracing), plan.py and specs.py.
 
-Pure Python: the runtime imports it.
+Pure Python (plus mqa_common.layouts for the Q-scale padding): the runtime imports it.
 """
 from dataclasses import dataclass
+
+from ..mqa_common import layouts
 
 WAVE = 64
 NTILE = 16             # tokens per MFMA n-tile
@@ -41,7 +43,7 @@ class Staged:
     @property
     def k_tiles(self): return self.head_dim // 128
     @property
-    def qs_pad(self): return 4 * -(-self.m_tiles // 4)
+    def qs_pad(self): return layouts.qs_pad(self.heads)
     @property
     def threads(self): return WAVE * self.num_warps
     @property
@@ -65,6 +67,7 @@ class Staged:
 
 
 MAX_NEXT_N = 8
+DIRECT_HEADS = (64, 128)
 DIRECT_WAVES = 2                # head waves: wave w owns heads [w*H/2, (w+1)*H/2)
 DIRECT_GRID_LIMIT = 1024        # largest 32-token direct grid; larger grids use 64-token tiles
 DIRECT_MIN_WAVES_PER_SIMD = 4   # occupancy the direct kernels are compiled for: <= 512 / 4 VGPRs
@@ -85,7 +88,7 @@ class Direct:
     head_dim: int = 128
 
     def __post_init__(self):
-        if self.heads not in (64, 128) or self.head_dim != 128:
+        if self.heads not in DIRECT_HEADS or self.head_dim != 128:
             raise ValueError(f"direct path: heads={self.heads}, head_dim={self.head_dim} (needs H64/H128, D128)")
         if self.tile not in (32, 64) or self.page_size % self.tile or self.tile < self.page_size // 4:
             raise ValueError(f"direct path: tile={self.tile} does not fit page_size={self.page_size}")
@@ -95,7 +98,7 @@ class Direct:
     @property
     def n_tiles(self): return self.tile // NTILE
     @property
-    def qs_pad(self): return 4 * -(-(self.heads // 16) // 4)
+    def qs_pad(self): return layouts.qs_pad(self.heads)
     @property
     def threads(self): return WAVE * DIRECT_WAVES
     @property

@@ -9,13 +9,23 @@ from dataclasses import dataclass
 
 import torch
 
+from ..mqa_common.inputs import DWORD_ALIGN, HEAD_DIMS, HEADS, PAGE_SIZES, VALUE_ALIGN, check_kv_pages
+from ..mqa_common.layouts import k_tiles, qs_pad
 from ..registry import LaunchPlan
 from ..validate import E8M0, FP4X2, check_choice, check_float, check_int, check_same_device, check_tensor
-from .geometry import DIRECT_WAVES, MAX_NEXT_N, Direct, Staged, direct_tile
-from .specs import DIRECT_HEADS, DIRECT_VARIANTS, HEAD_DIMS, HEADS, PAGE_SIZES, STAGED_TILES
+from .geometry import DIRECT_HEADS, DIRECT_WAVES, MAX_NEXT_N, WAVE, direct_tile
 
 FAMILY = "mqa_decode"
+# (block_k, num_warps) of the staged kernel: the default 256x4 first, then the caller overrides.
+STAGED_TILES = ((256, 4), (128, 2), (512, 8), (512, 4))
 DEFAULT_TILE = STAGED_TILES[0]
+# (tile tokens, weight_load) of the direct kernel, as geometry.direct_tile picks them by grid size.
+DIRECT_VARIANTS = ((32, "vector"), (64, "vector"), (64, "scalar"))
+
+
+def block(params: dict) -> tuple:
+    """Workgroup of every spec: num_warps waves (the direct kernel's are its DIRECT_WAVES head waves)."""
+    return (WAVE * params["num_warps"], 1, 1)
 
 
 @dataclass(frozen=True)
@@ -27,41 +37,37 @@ class Shapes:
     page_size: int
 
 
-def _u8(t):
-    return t if t.dtype == torch.uint8 else t.view(torch.uint8)
-
-
 def check_inputs(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, context_lens, max_seq_len,
                  next_n, kv_block_size, weight_scale) -> Shapes:
-    """Every check that needs no schedule: raises TypeError/ValueError naming the argument."""
+    """Every check that needs no schedule: raises TypeError/ValueError naming the argument.
+
+    Alignment (mqa_common.inputs): Q and KV values are read 16 bytes per lane, Q and KV scales, weights
+    and block-table entries in whole dwords."""
     dims = {}
     check_int("next_n", next_n, lo=1, hi=MAX_NEXT_N)
     check_int("kv_block_size", kv_block_size)
     check_choice("kv_block_size", kv_block_size, PAGE_SIZES)
     check_int("max_seq_len", max_seq_len, lo=1)
     check_float("weight_scale", weight_scale)
-    check_tensor("q_fp4", q_fp4, dtype=FP4X2, shape=("B", None, "H", "D2"), dims=dims, contiguous=True)
+    check_tensor("q_fp4", q_fp4, dtype=FP4X2, shape=("B", None, "H", "D2"), dims=dims, contiguous=True,
+                 align=VALUE_ALIGN)
     if q_fp4.shape[1] != next_n:
         raise ValueError(f"q_fp4: dim 1 is {q_fp4.shape[1]} but next_n={next_n}")
     batch, heads, head_dim = dims["B"], dims["H"], 2 * dims["D2"]
     check_choice("heads (q_fp4.shape[2])", heads, HEADS)
     check_choice("head_dim (2 * q_fp4.shape[3])", head_dim, HEAD_DIMS)
-    kt, p = head_dim // 128, kv_block_size
-    g = Staged(heads, head_dim, p, *DEFAULT_TILE)
-    check_tensor("q_scale", q_scale, dtype=E8M0, shape=(batch, next_n, kt, 4, 16, g.qs_pad), contiguous=True)
-    check_tensor("kv_cache", kv_cache, dtype=FP4X2, shape=("N", kt, 4, None, 16), dims=dims)
+    kt, p = k_tiles(head_dim), kv_block_size
+    check_tensor("q_scale", q_scale, dtype=E8M0, shape=(batch, next_n, kt, 4, 16, qs_pad(heads)), contiguous=True,
+                 align=DWORD_ALIGN)
+    check_tensor("kv_cache", kv_cache, dtype=FP4X2, ndim=5)
     if kv_cache.shape[3] != p:
         raise ValueError(f"kv_cache: page size (dim 3) is {kv_cache.shape[3]} but kv_block_size={p}")
-    check_tensor("kv_cache", kv_cache, stride=(None, 4 * p * 16, p * 16, 16, 1))
-    if kv_cache.stride(0) < g.page_value_bytes:
-        raise ValueError(f"kv_cache: page stride {kv_cache.stride(0)} B is below the page size "
-                         f"{g.page_value_bytes} B (pages would overlap)")
-    check_tensor("kv_scale", kv_scale, dtype=E8M0, shape=("N", kt, 4, p), stride=(None, 4 * p, p, 1), dims=dims)
-    if kv_scale.stride(0) < g.page_scale_bytes:
-        raise ValueError(f"kv_scale: page stride {kv_scale.stride(0)} B is below the page size "
-                         f"{g.page_scale_bytes} B (pages would overlap)")
-    check_tensor("block_tables", block_tables, dtype=torch.int32, shape=(batch, None), stride=(None, 1))
-    check_tensor("weights", weights, dtype=torch.bfloat16, shape=(batch * next_n, heads), contiguous=True)
+    check_kv_pages(kv_cache, kv_scale, k_tiles=kt, page_size=p, like=q_fp4)
+    check_tensor("block_tables", block_tables, dtype=torch.int32, shape=(batch, None), stride=(None, 1),
+                 align=DWORD_ALIGN)
+    check_int("block_tables.stride(0)", block_tables.stride(0), lo=0)
+    check_tensor("weights", weights, dtype=torch.bfloat16, shape=(batch * next_n, heads), contiguous=True,
+                 align=DWORD_ALIGN)
     check_tensor("context_lens", context_lens, shape=(batch,))
     if context_lens.dtype.is_floating_point or context_lens.dtype in (torch.bool, torch.complex64):
         raise TypeError(f"context_lens: dtype must be an integer type, got {context_lens.dtype}")
@@ -71,7 +77,7 @@ def check_inputs(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, cont
 
 
 def check_out(out, rows: int, max_seq_len: int, like: torch.Tensor) -> None:
-    check_tensor("out", out, dtype=torch.float32, shape=(rows, max_seq_len), stride=(None, 1))
+    check_tensor("out", out, dtype=torch.float32, shape=(rows, max_seq_len), stride=(None, 1), align=DWORD_ALIGN)
     if rows > 1 and out.stride(0) < max_seq_len:
         raise ValueError(f"out: row stride {out.stride(0)} is below max_seq_len={max_seq_len}")
     check_same_device(out=out, q_fp4=like)
@@ -89,7 +95,7 @@ def staged_tile(block_k, num_warps, page_size: int):
 
 
 def check_schedule(cta_info, total_ctas, like: torch.Tensor) -> int:
-    check_tensor("cta_info", cta_info, dtype=torch.int32, shape=(None, 4), contiguous=True)
+    check_tensor("cta_info", cta_info, dtype=torch.int32, shape=(None, 4), contiguous=True, align=DWORD_ALIGN)
     check_int("total_ctas", total_ctas, lo=1, hi=cta_info.shape[0])
     check_same_device(cta_info=cta_info, q_fp4=like)
     return total_ctas
@@ -101,13 +107,13 @@ def staged_plan(s: Shapes, block_k: int, num_warps: int, *, out, q_fp4, q_scale,
     params = {"path": "staged", "heads": s.heads, "head_dim": s.head_dim, "page_size": s.page_size,
               "block_k": block_k, "num_warps": num_warps, "weight_load": "vector"}
     args = {
-        "out": out, "q": _u8(q_fp4), "q_scale": _u8(q_scale), "kv_cache": _u8(kv_cache),
-        "kv_scale": _u8(kv_scale), "block_tables": block_tables, "weights": weights, "cta_info": cta_info,
+        "out": out, "q": q_fp4, "q_scale": q_scale, "kv_cache": kv_cache, "kv_scale": kv_scale,
+        "block_tables": block_tables, "weights": weights, "cta_info": cta_info,
         "next_n": s.next_n, "max_seq_len": out.shape[1], "stride_out": out.stride(0),
         "stride_kv": kv_cache.stride(0), "stride_ks": kv_scale.stride(0), "stride_bt": block_tables.stride(0),
         "weight_scale": weight_scale,
     }
-    return LaunchPlan(FAMILY, params, (total_ctas, 1, 1), (64 * num_warps, 1, 1), args)
+    return LaunchPlan(FAMILY, params, (total_ctas, 1, 1), block(params), args)
 
 
 def takes_direct_path(s: Shapes, *, cta_info=None, total_ctas=None, block_k=None, num_warps=None,
@@ -120,25 +126,27 @@ def takes_direct_path(s: Shapes, *, cta_info=None, total_ctas=None, block_k=None
 
 def direct_plan(s: Shapes, max_seq_len: int, *, out, q_fp4, q_scale, kv_cache, kv_scale, block_tables,
                 weights, context_lens, weight_scale: float, variant=None) -> LaunchPlan:
-    """2-D grid (ceil(max_seq_len / tile), B); context_lens must be int32 and contiguous.
+    """2-D grid (ceil(max_seq_len / tile), B); context_lens must be int32 and contiguous (the kernel
+    reads its entries as scalar dwords).
 
     variant: None picks (tile, weight_load) from the grid size (geometry.direct_tile); tests and
-    benchmarks may force one of specs.DIRECT_VARIANTS.
+    benchmarks may force one of DIRECT_VARIANTS.
     """
+    check_tensor("context_lens", context_lens, dtype=torch.int32, shape=(s.batch,), contiguous=True,
+                 align=DWORD_ALIGN)
     if variant is None:
         tile, scalar = direct_tile(s.batch, max_seq_len)
     elif tuple(variant) in DIRECT_VARIANTS:
         tile, scalar = variant[0], variant[1] == "scalar"
     else:
         raise ValueError(f"variant={variant!r} is not prebuilt; supported: {list(DIRECT_VARIANTS)}")
-    g = Direct(s.heads, s.page_size, tile, scalar)
     params = {"path": "direct", "heads": s.heads, "head_dim": 128, "page_size": s.page_size,
               "block_k": tile, "num_warps": DIRECT_WAVES, "weight_load": "scalar" if scalar else "vector"}
     args = {
-        "out": out, "q": _u8(q_fp4), "q_scale": _u8(q_scale), "kv_cache": _u8(kv_cache),
-        "kv_scale": _u8(kv_scale), "block_tables": block_tables, "weights": weights,
-        "context_lens": context_lens, "next_n": s.next_n, "max_seq_len": max_seq_len,
-        "stride_out": out.stride(0), "stride_kv": kv_cache.stride(0), "stride_ks": kv_scale.stride(0),
-        "stride_bt": block_tables.stride(0), "weight_scale": weight_scale,
+        "out": out, "q": q_fp4, "q_scale": q_scale, "kv_cache": kv_cache, "kv_scale": kv_scale,
+        "block_tables": block_tables, "weights": weights, "context_lens": context_lens,
+        "next_n": s.next_n, "max_seq_len": max_seq_len, "stride_out": out.stride(0),
+        "stride_kv": kv_cache.stride(0), "stride_ks": kv_scale.stride(0), "stride_bt": block_tables.stride(0),
+        "weight_scale": weight_scale,
     }
-    return LaunchPlan(FAMILY, params, (-(-max_seq_len // tile), s.batch, 1), (g.threads, 1, 1), args)
+    return LaunchPlan(FAMILY, params, (-(-max_seq_len // tile), s.batch, 1), block(params), args)

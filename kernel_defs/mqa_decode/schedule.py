@@ -12,6 +12,8 @@ store nothing). The ctx field stays the true ctx_b: the causal limit of row n is
 """
 import torch
 
+from ..mqa_common.schedule import smallest_fit
+
 
 def default_parallel_units(batch: int, next_n: int, max_seq_len: int, block_k: int) -> int:
     return batch * next_n * max(1, -(-max_seq_len // block_k))
@@ -37,18 +39,11 @@ def build_schedule(context_lens: torch.Tensor, block_k: int, pgrid: int, max_seq
     chunks = (ctx.clamp_max(max_seq_len) + block_k - 1) // block_k
     s_max = max(1, -(-max_seq_len // block_k))
 
-    def needed(s):            # next_n * sum_b ceil(chunks_b / s) for a tensor of candidates s
-        return next_n * ((chunks.unsqueeze(0) + s.unsqueeze(1) - 1) // s.unsqueeze(1)).sum(1)
+    def needed(s):            # CTAs with slots of s chunks: next_n * sum_b ceil(chunks_b / s)
+        return next_n * ((chunks + s - 1) // s).sum()
 
-    lo = torch.ones(1, dtype=torch.int64, device=dev)
-    hi = torch.full((1,), s_max, dtype=torch.int64, device=dev)
-    for _ in range(s_max.bit_length() + 1):                    # binary search, fixed trip count
-        mid = (lo + hi) // 2
-        ok = needed(mid) <= pgrid
-        active = lo < hi
-        hi = torch.where(active & ok, mid, hi)
-        lo = torch.where(active & ~ok, mid + 1, lo)
-    safe = torch.where(needed(hi) <= pgrid, lo, chunks.max().clamp_min(1).reshape(1))
+    best = smallest_fit(needed, pgrid, s_max, dev)
+    safe = torch.where(needed(best) <= pgrid, best, chunks.max().clamp_min(1)).reshape(1)
 
     ctas = (chunks + safe - 1) // safe
     incl = torch.cumsum(ctas, 0)

@@ -8,17 +8,10 @@ Budgets (per path): no scratch and no spills (global gate); the staged kernel's 
 KV stage (block_k * (D/2 + D/32) bytes); the direct kernel's LDS is exactly the head-reduction buffer
 (2 waves x 8 rows x tile x 4 bytes) and nothing else, and it stays within 128 VGPRs (4 waves / SIMD).
 """
+from ..mqa_common.inputs import HEAD_DIMS, HEADS, PAGE_SIZES
 from ..registry import Budget, Family
-from .geometry import DIRECT_MIN_WAVES_PER_SIMD, DIRECT_WAVES, Direct, Staged
-
-HEADS = tuple(range(16, 129, 16))
-HEAD_DIMS = (128, 256)
-PAGE_SIZES = (64, 128)
-# (block_k, num_warps) of the staged kernel: the default 256x4 first, then the caller overrides.
-STAGED_TILES = ((256, 4), (128, 2), (512, 8), (512, 4))
-DIRECT_HEADS = (64, 128)
-# (tile tokens, weight_load) of the direct kernel, as plan.direct_tile picks them by grid size.
-DIRECT_VARIANTS = ((32, "vector"), (64, "vector"), (64, "scalar"))
+from . import plan
+from .geometry import DIRECT_HEADS, DIRECT_MIN_WAVES_PER_SIMD, DIRECT_WAVES, Direct, Staged
 
 
 def _specs():
@@ -26,13 +19,13 @@ def _specs():
     for h in HEADS:
         for d in HEAD_DIMS:
             for p in PAGE_SIZES:
-                for bk, w in STAGED_TILES:
+                for bk, w in plan.STAGED_TILES:
                     if bk % p == 0:
                         out.append({"path": "staged", "heads": h, "head_dim": d, "page_size": p,
                                     "block_k": bk, "num_warps": w, "weight_load": "vector"})
     for h in DIRECT_HEADS:
         for p in PAGE_SIZES:
-            for tile, wl in DIRECT_VARIANTS:
+            for tile, wl in plan.DIRECT_VARIANTS:
                 out.append({"path": "direct", "heads": h, "head_dim": 128, "page_size": p,
                             "block_k": tile, "num_warps": DIRECT_WAVES, "weight_load": wl})
     return out
@@ -41,10 +34,6 @@ def _specs():
 def _symbol(params):
     name = "mqa_decode_{path}_h{heads}_d{head_dim}_p{page_size}_bk{block_k}_w{num_warps}".format(**params)
     return name + ("_sw" if params["weight_load"] == "scalar" else "")
-
-
-def _block(params):
-    return (64 * params["num_warps"], 1, 1)
 
 
 def _budget(params):
@@ -61,7 +50,7 @@ FAMILY = Family(
           "block_k": (32, 64, 128, 256, 512), "num_warps": (2, 4, 8), "weight_load": ("vector", "scalar")},
     specs=_specs,
     symbol=_symbol,
-    block=_block,
+    block=plan.block,
     budget=_budget,
     shipped=True,
     doc=__doc__,

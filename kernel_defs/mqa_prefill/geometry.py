@@ -5,6 +5,8 @@ its launch plan and the resource gate cannot disagree.
 """
 from dataclasses import dataclass
 
+from ..mqa_common import layouts
+
 CHUNK_TOKENS = 256        # tokens staged in LDS per step (4 pages at P=64, 2 at P=128)
 WAVES = 4                 # one query row per wave, four rows per CTA
 WAVE_SIZE = 64
@@ -35,7 +37,7 @@ class Geometry:
 
     @property
     def qs_pad(self) -> int:           # bytes per (kt, group, head%16) in the swizzled Q scales
-        return 4 * -(-(self.heads // 16) // 4)
+        return layouts.qs_pad(self.heads)
 
     @property
     def pages_per_chunk(self) -> int:

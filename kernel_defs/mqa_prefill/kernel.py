@@ -67,13 +67,6 @@ def _relu(x):
     return fx.maxnumf(x, Vector.filled(16, 0.0, fx.Float32), fastmath=ir.Attribute.parse("#arith.fastmath<nnan>"))
 
 
-def _bf16_pair_to_f32(dword):
-    """The two bf16 of a dword (element 0 in the low half) as f32."""
-    lo = (dword << Int32(16)).bitcast(fx.Float32)
-    hi = (dword & Int32(-65536)).bitcast(fx.Float32)
-    return lo, hi
-
-
 def _live_rows(g: Geometry, m: int) -> int:
     """Accumulator elements of m-tile m that hold real heads: rows 8*(j//4) + 4*half + j%4 < 16 are
     exactly j < 8, so a half-padded last tile keeps its first 8 (the padding rows are never read)."""
@@ -123,7 +116,7 @@ def _load_weights(g: Geometry, w8, row, stride_w, half):
         for qd in range_constexpr(_live_rows(g, m) // 4):
             v = Vector(B.buffer_load(rsrc, (Int32(32 * m + 8 * qd) + half * Int32(4)) * Int32(2), 2))
             for d in range_constexpr(2):
-                ws.append(Vector.from_elements(list(_bf16_pair_to_f32(Int32(v[d]))), fx.Float32))
+                ws.append(Vector.from_elements(list(B.bf16x2_to_f32(v[d])), fx.Float32))
         out.append(ws)
     return out
 

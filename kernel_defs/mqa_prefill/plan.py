@@ -6,12 +6,11 @@ max_seq_len and weight_scale is a runtime argument.
 import torch
 
 from .. import validate as V
+from ..mqa_common.inputs import DWORD_ALIGN, HEAD_DIMS, HEADS, PAGE_SIZES, VALUE_ALIGN, check_kv_pages
+from ..mqa_common.layouts import k_tiles, qs_pad
 from ..registry import LaunchPlan
-from .geometry import CTA_INFO_INTS, THREADS, Geometry
+from .geometry import CTA_INFO_INTS, THREADS
 
-HEADS = tuple(range(16, 129, 16))
-HEAD_DIMS = (128, 256)
-PAGE_SIZES = (64, 128)
 MIN_SLOTS = 2048          # default schedule slots: about 8 CTAs per CU on a 256-CU MI355X
 
 
@@ -29,7 +28,11 @@ def default_slots(rows: int) -> int:
 
 
 def check_inputs(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, max_seq_len) -> dict:
-    """Validate the tensors every prefill entry point shares; return the spec params."""
+    """Validate the tensors every prefill entry point shares; return the spec params.
+
+    Alignment (mqa_common.inputs): Q and KV values are read 16 bytes per lane, Q and KV scales, weights
+    and block-table entries in whole dwords; every row / page stride is a runtime argument, so each is
+    held to the alignment of its rows' loads."""
     V.check_tensor("q_fp4", q_fp4, dtype=V.FP4X2, ndim=3)
     rows, heads, half_dim = q_fp4.shape
     head_dim = 2 * half_dim
@@ -38,46 +41,39 @@ def check_inputs(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, max_
     V.check_tensor("kv_cache", kv_cache, dtype=V.FP4X2, ndim=5, device=q_fp4)
     page_size = kv_cache.shape[3]
     V.check_choice("page size (kv_cache.shape[3])", page_size, PAGE_SIZES)
-    g = Geometry(heads, head_dim, page_size)
-    kt, P = g.k_tiles, page_size
-    dims = {}
-    V.check_tensor("q_fp4", q_fp4, stride=(None, half_dim, 1), align=16)
-    V.check_tensor("q_scale", q_scale, dtype=V.E8M0, shape=(rows, kt, 4, 16, g.qs_pad),
-                   stride=(None, 64 * g.qs_pad, 16 * g.qs_pad, g.qs_pad, 1), device=q_fp4, align=4)
-    V.check_tensor("kv_cache", kv_cache, shape=("pages", kt, 4, P, 16), stride=(None, 64 * P, 16 * P, 16, 1),
-                   align=16, dims=dims)
-    V.check_tensor("kv_scale", kv_scale, dtype=V.E8M0, shape=("pages", kt, 4, P), stride=(None, 4 * P, P, 1),
-                   device=q_fp4, align=4, dims=dims)
-    V.check_tensor("block_tables", block_tables, dtype=torch.int32, ndim=2, device=q_fp4, align=4)
+    kt, pad = k_tiles(head_dim), qs_pad(heads)
+    V.check_tensor("q_fp4", q_fp4, stride=(None, half_dim, 1), align=VALUE_ALIGN, align_strides=True)
+    V.check_tensor("q_scale", q_scale, dtype=V.E8M0, shape=(rows, kt, 4, 16, pad),
+                   stride=(None, 64 * pad, 16 * pad, pad, 1), device=q_fp4, align=DWORD_ALIGN, align_strides=True)
+    check_kv_pages(kv_cache, kv_scale, k_tiles=kt, page_size=page_size, like=q_fp4)
+    V.check_tensor("block_tables", block_tables, dtype=torch.int32, ndim=2, device=q_fp4, align=DWORD_ALIGN)
     V.check_tensor("block_tables", block_tables, stride=(None, 1))
     V.check_tensor("weights", weights, dtype=torch.bfloat16, shape=(rows, heads), stride=(None, 1),
-                   device=q_fp4, align=4)
+                   device=q_fp4, align=DWORD_ALIGN, align_strides=True)
     if block_tables.shape[0] < 1 or block_tables.shape[1] < 1:
         raise ValueError(f"block_tables: needs at least one batch and one column, got {tuple(block_tables.shape)}")
     V.check_int("max_seq_len", max_seq_len, lo=0, hi=(1 << 30) - 1)
-    for name, t, multiple in (("q_fp4", q_fp4, 16), ("q_scale", q_scale, 4), ("kv_cache", kv_cache, 16),
-                              ("kv_scale", kv_scale, 4), ("weights", weights, 2)):
-        if t.stride(0) % multiple:
-            raise ValueError(f"{name}: stride(0) must be a multiple of {multiple}, got {t.stride(0)}")
+    for name, t in (("q_fp4", q_fp4), ("q_scale", q_scale), ("kv_cache", kv_cache), ("kv_scale", kv_scale),
+                    ("weights", weights), ("block_tables", block_tables)):
         V.check_int(f"{name}.stride(0)", t.stride(0), lo=0)
-    V.check_int("block_tables.stride(0)", block_tables.stride(0), lo=0)
     return {"heads": heads, "head_dim": head_dim, "page_size": page_size}
 
 
 def check_windows(rows: int, device, **windows) -> None:
     for name, t in windows.items():
-        V.check_tensor(name, t, dtype=torch.int32, shape=(rows,), device=device, contiguous=True, align=4)
+        V.check_tensor(name, t, dtype=torch.int32, shape=(rows,), device=device, contiguous=True, align=DWORD_ALIGN)
 
 
 def check_out(out, rows: int, max_seq_len: int, device) -> None:
-    V.check_tensor("out", out, dtype=torch.float32, shape=(rows, max_seq_len), device=device, align=4)
+    V.check_tensor("out", out, dtype=torch.float32, shape=(rows, max_seq_len), device=device, align=DWORD_ALIGN)
     if max_seq_len > 1:
         V.check_tensor("out", out, stride=(None, 1))
     V.check_int("out.stride(0)", out.stride(0), lo=0)
 
 
 def check_schedule(cta_info, rows: int, device) -> None:
-    V.check_tensor("cta_info", cta_info, dtype=torch.int32, ndim=2, device=device, contiguous=True, align=4)
+    V.check_tensor("cta_info", cta_info, dtype=torch.int32, ndim=2, device=device, contiguous=True,
+                   align=DWORD_ALIGN)
     V.check_tensor("cta_info", cta_info, shape=(None, CTA_INFO_INTS))
     slots = cta_info.shape[0]
     if slots < rows:

@@ -16,6 +16,7 @@ data-dependent shapes, so both builders can run inside a CUDA/HIP graph capture.
 """
 import torch
 
+from ..mqa_common.schedule import smallest_fit
 from .geometry import CHUNK_TOKENS, CTA_INFO_INTS, WAVES
 
 _BIG = (1 << 31) - 1
@@ -53,18 +54,6 @@ def _row_groups(rb: torch.Tensor):
     return r, torch.cumsum(starts.to(torch.int64), dim=0) - 1
 
 
-def _fitting_slice(n_chunks: torch.Tensor, slots: int, s_max: int) -> torch.Tensor:
-    """Smallest s in [1, s_max] with sum(ceil(n_chunks / s)) <= slots (s_max when none fits)."""
-    lo = torch.ones((), dtype=torch.int64, device=n_chunks.device)
-    hi = torch.full((), s_max, dtype=torch.int64, device=n_chunks.device)
-    for _ in range(s_max.bit_length() + 1):
-        mid = (lo + hi) // 2
-        fits = ((n_chunks + mid - 1) // mid).sum() <= slots
-        hi = torch.where(fits, mid, hi)
-        lo = torch.where(fits, lo, mid + 1)
-    return hi
-
-
 def build_schedule(row_to_batch, local_starts, local_ends, *, page_size: int, max_seq_len: int,
                    slots: int, out: torch.Tensor = None) -> torch.Tensor:
     """cta_info int32 [slots, CTA_INFO_INTS] (see module doc); `out` is filled in place when given."""
@@ -89,7 +78,7 @@ def build_schedule(row_to_batch, local_starts, local_ends, *, page_size: int, ma
     batch = rb[first.clamp(max=rows - 1)]
 
     s_max = max(1, -(-max_seq_len // CHUNK_TOKENS))
-    per_slot = _fitting_slice(n_chunks, slots, s_max)
+    per_slot = smallest_fit(lambda s: ((n_chunks + s - 1) // s).sum(), slots, s_max, dev)
     units = (n_chunks + per_slot - 1) // per_slot
     incl = torch.cumsum(units, dim=0)
     excl = incl - units

@@ -3,6 +3,7 @@
 H 16..128 step 16 x D {128, 256} x P {64, 128} = 32 specs. Budget (issue 6): for D128 H64 P64 the LDS is
 exactly the staged chunk (17,408 bytes) and at most 126 VGPRs; every spec's LDS is exactly its chunk.
 """
+from ..mqa_common.inputs import HEAD_DIMS, HEADS, PAGE_SIZES
 from ..registry import Budget, Family
 from . import plan
 from .geometry import Geometry
@@ -13,7 +14,7 @@ BUDGET_MAX_VGPR = 126
 
 def specs() -> list:
     return [{"heads": h, "head_dim": d, "page_size": p}
-            for h in plan.HEADS for d in plan.HEAD_DIMS for p in plan.PAGE_SIZES]
+            for h in HEADS for d in HEAD_DIMS for p in PAGE_SIZES]
 
 
 def budget(params: dict) -> Budget:
@@ -25,7 +26,7 @@ def budget(params: dict) -> Budget:
 
 FAMILY = Family(
     name="mqa_prefill",
-    axes={"heads": plan.HEADS, "head_dim": plan.HEAD_DIMS, "page_size": plan.PAGE_SIZES},
+    axes={"heads": HEADS, "head_dim": HEAD_DIMS, "page_size": PAGE_SIZES},
     specs=specs,
     symbol=plan.symbol,
     block=plan.block,
