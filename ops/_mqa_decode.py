@@ -7,7 +7,7 @@ from .. import runtime
 from ..kernel_defs.mqa_decode import plan as P
 from ..kernel_defs.mqa_decode.schedule import build_schedule, default_parallel_units
 from ..runtime.custom_ops import custom_op
-from ._torch_ops import check_no_stream, dispatch_modes as _dispatch_modes, is_compiling as _is_compiling, no_output
+from ._torch_ops import call_registered, dispatch_modes as _dispatch_modes, is_compiling as _is_compiling, no_output
 
 
 def pa_mqa_logits_fp4(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, context_lens, max_seq_len,
@@ -37,13 +37,9 @@ def pa_mqa_logits_fp4(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights,
     pa_mqa_logits_fp4_out with `out`; `stream` must then be None.
     """
     if _is_compiling() or _dispatch_modes():
-        check_no_stream("pa_mqa_logits_fp4", stream)
         args = (q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, context_lens, max_seq_len, weight_scale,
                 next_n, block_k, kv_block_size, num_warps, parallel_unit_num, cta_info, total_ctas)
-        if out is None:
-            return torch.ops.flyaot.pa_mqa_logits_fp4(*args)
-        torch.ops.flyaot.pa_mqa_logits_fp4_out(*args, out)
-        return out
+        return call_registered("pa_mqa_logits_fp4", args, out, stream)
     s = P.check_inputs(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, context_lens, max_seq_len,
                        next_n, kv_block_size, weight_scale)
     if (cta_info is None) != (total_ctas is None):

@@ -16,7 +16,7 @@ from ..kernel_defs.mqa_prefill import schedule as _schedule
 from ..kernel_defs.mqa_prefill.geometry import CHUNK_TOKENS, CTA_INFO_INTS, WAVES
 from ..kernel_defs.validate import check_int
 from ..runtime.custom_ops import custom_op
-from ._torch_ops import check_no_stream, dispatch_modes as _dispatch_modes, is_compiling as _is_compiling, no_output
+from ._torch_ops import call_registered, dispatch_modes as _dispatch_modes, is_compiling as _is_compiling, no_output
 
 __all__ = ["pa_mqa_logits_fp4_prefill", "pa_mqa_logits_fp4_varqlen", "compute_prefill_schedule",
            "compute_varqlen_windows"]
@@ -87,13 +87,9 @@ def pa_mqa_logits_fp4_prefill(q_fp4, q_scale, kv_cache, kv_scale, block_tables, 
     row_to_batch[r]; -inf elsewhere. Under torch.compile (or a dispatch mode): the op of the same name,
     or its `_out` variant with `out`; `stream` must then be None."""
     if _is_compiling() or _dispatch_modes():
-        check_no_stream("pa_mqa_logits_fp4_prefill", stream)
         args = (q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, row_to_batch, local_starts, local_ends,
                 max_seq_len, weight_scale, block_k, kv_block_size, num_warps, parallel_unit_num, cta_info, n_ctas)
-        if out is None:
-            return torch.ops.flyaot.pa_mqa_logits_fp4_prefill(*args)
-        torch.ops.flyaot.pa_mqa_logits_fp4_prefill_out(*args, out)
-        return out
+        return call_registered("pa_mqa_logits_fp4_prefill", args, out, stream)
     params = _plan.check_inputs(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, max_seq_len)
     rows = q_fp4.shape[0]
     _check_knobs(block_k, num_warps, kv_block_size, params["page_size"])
@@ -134,13 +130,9 @@ def pa_mqa_logits_fp4_varqlen(q_fp4, q_scale, kv_cache, kv_scale, block_tables, 
     `_out` variant); `windows` go to the prefill op."""
     from_cu = windows is None and cu_seq_q is not None and context_lens is not None
     if from_cu and (_is_compiling() or _dispatch_modes()):
-        check_no_stream("pa_mqa_logits_fp4_varqlen", stream)
         args = (q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, max_seq_len, cu_seq_q, context_lens,
                 weight_scale, block_k, kv_block_size, num_warps, parallel_unit_num, cta_info, n_ctas)
-        if out is None:
-            return torch.ops.flyaot.pa_mqa_logits_fp4_varqlen(*args)
-        torch.ops.flyaot.pa_mqa_logits_fp4_varqlen_out(*args, out)
-        return out
+        return call_registered("pa_mqa_logits_fp4_varqlen", args, out, stream)
     if windows is None:
         if cu_seq_q is None or context_lens is None:
             raise ValueError("pa_mqa_logits_fp4_varqlen: pass windows=(row_to_batch, local_starts, local_ends) "

@@ -14,11 +14,16 @@ is_compiling = torch.compiler.is_compiling
 dispatch_modes = torch._C._len_torch_dispatch_stack
 
 
-def check_no_stream(op: str, stream) -> None:
-    """A traced call cannot carry a stream object through an op schema: it runs on the current stream."""
+def call_registered(op: str, args: tuple, out, stream):
+    """A traced call of a public op: torch.ops.flyaot.<op>(*args), or <op>_out(*args, out) when the
+    caller passed `out`. A stream object cannot go through an op schema: it runs on the current stream."""
     if stream is not None:
         raise TypeError(f"{op}: stream= is not supported under torch.compile or a dispatch mode; "
                         "the op runs on the current stream (wrap the call in torch.cuda.stream(s))")
+    if out is None:
+        return getattr(torch.ops.flyaot, op)(*args)
+    getattr(torch.ops.flyaot, f"{op}_out")(*args, out)
+    return out
 
 
 def no_output(*args, **kwargs) -> None:
