@@ -1,6 +1,6 @@
 """The runtime's JIT fallback entry point: one spec compiled exactly as the build compiles it.
 
-The compile runs in a spawned worker process, as in the build: FlyDSL's compile-only environment
+The compile runs in a worker process of its own, as in the build: FlyDSL's compile-only environment
 never enters the serving process, and an MLIR abort kills the worker, not the server. The build
 cache is consulted first, so a spec a developer already built is not compiled again.
 """

@@ -15,7 +15,7 @@ from ..kernel_defs.gemm_a16wfp4.layout import PreparedMXFP4Weight
 from ..kernel_defs.gemm_a16wfp4.reference import decode_weight
 from ..kernel_defs.validate import E8M0, FP4X2, check_same_device, check_tensor
 from ..runtime.custom_ops import custom_op
-from ._torch_ops import dispatch_modes as _dispatch_modes, is_compiling as _is_compiling, no_output
+from ._torch_ops import call_registered, dispatch_modes as _dispatch_modes, is_compiling as _is_compiling, no_output
 
 log = logging.getLogger(__name__)
 
@@ -71,10 +71,7 @@ def gemm_a16wfp4(x, weight: PreparedMXFP4Weight, out=None, *, fused_only: bool =
         gemm_plan.check_out(out, x.shape[0], weight.n, x)
         return torch.mm(x, w.t(), out=out)
     if _is_compiling() or _dispatch_modes():
-        if out is None:
-            return torch.ops.flyaot.gemm_a16wfp4(x, weight.weight, weight.scales, weight.n, weight.k)
-        torch.ops.flyaot.gemm_a16wfp4_out(x, weight.weight, weight.scales, weight.n, weight.k, out)
-        return out
+        return call_registered("gemm_a16wfp4", (x, weight.weight, weight.scales, weight.n, weight.k), out, None)
     m = gemm_plan.check_x(x, weight.k)
     if out is None:
         out = torch.empty((m, weight.n), dtype=torch.bfloat16, device=x.device)
