@@ -20,7 +20,7 @@ import torch
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests" / "emu"))
 from exec_helpers import VCC, c, ins, label, launch, lit, program, s, v  # noqa: E402
 
-from flyaot.runtime.emu.driver import EmuDriver  # noqa: E402
+from flyaot.emu.driver import EmuDriver  # noqa: E402
 
 
 def synthetic(iters=2000):

@@ -1,4 +1,4 @@
-"""The emu driver: the runtime's view of the gfx950 emulator (flyaot.runtime.emu.driver).
+"""The emu driver: the runtime's view of the gfx950 emulator (flyaot.emu.driver).
 
 Launches pack the kernarg segment exactly as the hardware would read it and hand the emulator the
 CPU tensors whose memory the kernel may touch. Stream handles are meaningless here and ignored.
@@ -10,7 +10,7 @@ class EmuDriver:
     name = "emu"
 
     def __init__(self):
-        from ..emu.driver import EmuDriver as Emulator
+        from flyaot.emu.driver import EmuDriver as Emulator
         self._emu = Emulator()
 
     def target(self, device: int) -> str:

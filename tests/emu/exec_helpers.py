@@ -3,12 +3,12 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from flyaot.runtime.emu.isa import Instr, Operand
-from flyaot.runtime.emu.machine import Launch, Prepared
-from flyaot.runtime.emu.memory import Memory
-from flyaot.runtime.emu.program import LaunchFacts
-from flyaot.runtime.emu.semantics import HANDLERS
-from flyaot.runtime.emu.wave import Wave
+from flyaot.emu.instr import Instr, Operand
+from flyaot.emu.machine import Launch, Prepared
+from flyaot.emu.memory import Memory
+from flyaot.emu.program import LaunchFacts
+from flyaot.emu.semantics import HANDLERS
+from flyaot.emu.wave import Wave
 
 
 def v(i, n=1):

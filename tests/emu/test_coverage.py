@@ -4,8 +4,8 @@ import pathlib
 
 import pytest
 
-from flyaot.runtime.emu.program import code_object_mnemonics
-from flyaot.runtime.emu.semantics import HANDLERS
+from flyaot.emu.program import code_object_mnemonics
+from flyaot.emu.semantics import HANDLERS
 
 STORE = pathlib.Path(__file__).resolve().parents[2] / "prebuilt"
 

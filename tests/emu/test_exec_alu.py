@@ -333,8 +333,8 @@ def test_transcendentals_within_documented_tolerance():
 
 
 def test_unimplemented_opcode_raises_naming_it():
-    from flyaot.runtime.emu.machine import _unimplemented
-    from flyaot.runtime.emu.wave import EmuError
+    from flyaot.emu.machine import _unimplemented
+    from flyaot.emu.wave import EmuError
     with pytest.raises(EmuError, match="v_made_up_op"):
         _unimplemented(wave(), ins("v_made_up_op"))
 

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from exec_helpers import EXEC, VCC, addr_of, c, ins, label, launch, lit, program, s, v
-from flyaot.runtime.emu.memory import Memory
-from flyaot.runtime.emu.wave import EmuError
+from flyaot.emu.memory import Memory
+from flyaot.emu.wave import EmuError
 
 
 def _store_v(value_reg, out_sgpr=4):

@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from exec_helpers import VCC, c, ins, lit, s, v, wave
-from flyaot.runtime.emu.isa import Operand
-from flyaot.runtime.emu.memory import Memory
-from flyaot.runtime.emu.semantics import HANDLERS, handler_for
+from flyaot.emu.instr import Operand
+from flyaot.emu.memory import Memory
+from flyaot.emu.semantics import HANDLERS, handler_for
 
 A = lambda i, n=1: Operand("agpr", i, n, name=f"a{i}")          # noqa: E731
 V2 = lambda i: v(i, 2)                                            # noqa: E731

@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from exec_helpers import c, ins, run, s, v, wave
-from flyaot.runtime.emu.memory import Memory
-from flyaot.runtime.emu.wave import EmuError
+from flyaot.emu.memory import Memory
+from flyaot.emu.wave import EmuError
 
 L = np.arange(64, dtype=np.uint32)
 

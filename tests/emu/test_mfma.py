@@ -1,7 +1,7 @@
 """MFMA results against D = C + (A * scaleA) @ (B * scaleB) computed here from decoded values.
 
 The matrices are placed into lane registers by the explicit loops below, written from AMD's
-documentation of the layouts, independently of runtime/emu/mfma.py:
+documentation of the layouts, independently of emu/mfma.py:
 - bf16/f16 A/B and the C/D accumulators: CDNA3 ISA section 7.1.4.2 (as gem5's vega MFMA reads
   it) and the examples in AMD's "Matrix Core Programming on CDNA3 and CDNA4" blog
   (salykova.github.io 2025-10-01): lane l holds row l % M, elements K = KL*(l // M) + j.
@@ -19,10 +19,10 @@ import subprocess
 import numpy as np
 import pytest
 
-from flyaot.runtime.emu import mfma as MF
-from flyaot.runtime.emu.isa import Instr, Operand
-from flyaot.runtime.emu.semantics import HANDLERS
-from flyaot.runtime.emu.wave import Wave
+from flyaot.emu import mfma as MF
+from flyaot.emu.instr import Instr, Operand
+from flyaot.emu.semantics import HANDLERS
+from flyaot.emu.wave import Wave
 
 FORMATS = {0: ("fp8", 4, 3, 7), 1: ("bf8", 5, 2, 15), 2: ("fp6", 2, 3, 1), 3: ("bf6", 3, 2, 3),
            4: ("fp4", 2, 1, 1)}
@@ -370,7 +370,7 @@ def test_intrinsic_opsel_through_llvm_decoder_and_handler(tmp_path):
     """The intrinsic's opsel_a / opsel_b select the scale byte (clang/LLVM builtin semantics).
     Compile each choice with llc, re-encode the printed MFMA with llvm-mc, decode it with our
     decoder and execute it: the result must use the selected bytes."""
-    from flyaot.runtime.emu.decode import decode_one
+    from flyaot.emu.decode import decode_one
 
     pairs = [(0, 3), (1, 2), (2, 1), (3, 0)]
     ir = IR_DECL + "".join(IR_FN.format(i=i, oa=oa, ob=ob) for i, (oa, ob) in enumerate(pairs))

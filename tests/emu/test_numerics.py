@@ -10,10 +10,10 @@ from functools import lru_cache
 import numpy as np
 import pytest
 
-from flyaot.runtime.emu import numerics as N
-from flyaot.runtime.emu.isa import Instr, Operand
-from flyaot.runtime.emu.semantics import HANDLERS
-from flyaot.runtime.emu.wave import Wave
+from flyaot.emu import numerics as N
+from flyaot.emu.instr import Instr, Operand
+from flyaot.emu.semantics import HANDLERS
+from flyaot.emu.wave import Wave
 
 # (exponent bits, mantissa bits, bias, special-code rule) straight from the format definitions
 SPECS = {
@@ -387,7 +387,7 @@ def test_op_sel_byte_selects_through_llvm_mc_and_decoder():
     """LLVM's syntax (llvm-project 1a86d44, 5001f16): v_cvt_scalef32_pk_{f32,bf16}_fp4
     op_sel:[x,y,z] reads source byte x + 2y; v_cvt_scalef32_pk_fp4_f32 op_sel:[a,b,c,d] writes
     destination byte c + 2d. Encode with llvm-mc, decode with our decoder, execute."""
-    from flyaot.runtime.emu.decode import decode_one
+    from flyaot.emu.decode import decode_one
 
     text = ["v_cvt_scalef32_pk_f32_fp4 v[10:11], v1, v2 op_sel:[1,1,0]",
             "v_cvt_scalef32_pk_bf16_fp4 v12, v1, v2 op_sel:[0,1,0]",

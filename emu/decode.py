@@ -1,7 +1,7 @@
-"""Decode gfx950 (GFX9 / CDNA3+ encodings) machine code into `isa.Instr` values.
+"""Decode gfx950 (GFX9 / CDNA3+ encodings) machine code into `instr.Instr` values.
 
-What each opcode is called and which fields llvm prints comes from encodings.py (generated from
-llvm-mc, see gen_opcodes.py); the bit layouts, operand kinds and modifier spelling are here. Text is
+What each opcode is called and which fields llvm prints comes from isa/gfx950/opcodes.py (generated from
+llvm-mc, see tools/gen_opcodes.py); the bit layouts, operand kinds and modifier spelling are here. Text is
 produced the way `llvm-objdump-22 -d --mcpu=gfx950` prints it, which is the test oracle.
 
 Operands (isa.Operand):
@@ -41,8 +41,8 @@ Atomics that return (glc/sc0 set) have the returned register in `dst`.
 import re
 import struct
 
-from .encodings import OPCODES, VOP3_OP_SEL
-from .isa import Instr, Operand
+from .isa.gfx950.opcodes import OPCODES, VOP3_OP_SEL
+from .instr import Instr, Operand
 
 class DecodeError(ValueError):
     pass

@@ -17,7 +17,7 @@ import struct
 import numpy as np
 
 from .counters import Counters
-from .isa import Operand
+from .instr import Operand
 
 N_SGPR = 108
 N_VGPR = 512

@@ -1,0 +1,1 @@
+"""Per-target ISA data of the emulator: one package per target."""

@@ -1,0 +1,1 @@
+"""gfx950 (CDNA4) ISA data: opcode tables generated from llvm-mc."""

@@ -1,0 +1,1 @@
+"""Developer tools: run from a checkout, never shipped in the wheel."""
