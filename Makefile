@@ -2,13 +2,16 @@
 PYTHON ?= python3
 PIP := $(PYTHON) -m pip
 
-.PHONY: wheel test deps test-deps install prebuilt clean
+.PHONY: wheel test deps test-deps install prebuilt sdist clean
 
-## Main job: the full prebuilt set compiled for gfx950, verified, packed into dist/flyaot-*.whl.
+## Main job: the full prebuilt set compiled for gfx950 and verified, packed into dist/: a manylinux
+## abi3 wheel and an sdist carrying the same prebuilt set.
 wheel: deps install prebuilt
 	rm -rf build dist
 	$(PIP) wheel --no-deps --no-build-isolation -w dist .
-	@ls -l dist/*.whl
+	$(PYTHON) -m tools.tag_wheel dist
+	$(PYTHON) -m build --sdist --no-isolation --outdir dist .
+	@ls -l dist
 
 ## Test suite: builds the prebuilt set (cached after the first time) and runs pytest.
 test: test-deps install prebuilt
@@ -28,4 +31,4 @@ prebuilt:
 	$(PYTHON) -m flyaot.build_tools verify
 
 clean:
-	rm -rf build dist *.egg-info prebuilt/manifest.json prebuilt/gfx950
+	rm -rf build dist *.egg-info prebuilt/manifest.json prebuilt/gfx*/

@@ -2,7 +2,37 @@
 
 Importing this package reads no code object and imports neither flydsl nor MLIR; the public ops
 live in `flyaot.ops` and load what they need on first use.
+
+Logging: the library logs to the `flyaot` logger and attaches no handler of its own unless
+FLYAOT_LOG_LEVEL is set (DEBUG, INFO, WARNING, ERROR), in which case that logger gets the level and
+one stderr handler, and stops propagating so messages are not printed twice.
 """
+import logging as _logging
+import os as _os
+
 __version__ = "0.1.0"
 TARGET = "gfx950"
 FLYDSL_VERSION = "0.5.0"     # the FlyDSL release the prebuilt set is built and tested with
+
+
+def _configure_logging() -> None:
+    name = _os.environ.get("FLYAOT_LOG_LEVEL", "").strip().upper()
+    if not name:
+        return
+    logger = _logging.getLogger("flyaot")
+    level = _logging.getLevelName(name)
+    if not isinstance(level, int):
+        import warnings
+        warnings.warn(f"FLYAOT_LOG_LEVEL={name!r} is not a logging level (DEBUG, INFO, WARNING, ERROR); ignored",
+                      stacklevel=2)
+        return
+    logger.setLevel(level)
+    if not any(getattr(h, "_flyaot", False) for h in logger.handlers):
+        handler = _logging.StreamHandler()
+        handler.setFormatter(_logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        handler._flyaot = True
+        logger.addHandler(handler)
+    logger.propagate = False
+
+
+_configure_logging()

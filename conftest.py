@@ -1,5 +1,10 @@
-"""Repository-wide pytest setup: GPU tests skip cleanly where torch sees no GPU, and the probe
-family's store is built once per session by the real build CLI."""
+"""Repository-wide pytest setup: device tests skip cleanly where their device is absent, and the probe
+family's store is built once per session by the real build CLI.
+
+Two device markers, so that a run on one kind of GPU can never be read as a run on another:
+  gpu     any CUDA or ROCm device torch can see (the load/launch/graph path; cubins on NVIDIA)
+  gfx950  an AMD gfx950 device (MI350X/MI355X): the shipped code objects executing for real
+"""
 import json
 
 import pytest
@@ -7,15 +12,29 @@ import pytest
 from tests.support import run_build
 
 
-def pytest_collection_modifyitems(config, items):
+def _device_arch() -> str:
+    """The architecture of GPU 0 as torch reports it ('' without a GPU; sm_XY on NVIDIA)."""
     import torch
-    if torch.cuda.is_available():
-        return
-    skip = pytest.mark.skip(reason="needs a CUDA or ROCm GPU: torch.cuda.is_available() is False here "
-                                   "(run `python -m pytest -m gpu` on the GPU machine)")
+    if not torch.cuda.is_available():
+        return ""
+    props = torch.cuda.get_device_properties(0)
+    arch = getattr(props, "gcnArchName", "") if torch.version.hip else ""
+    return arch.split(":")[0] if arch else f"sm_{props.major}{props.minor}"
+
+
+def pytest_collection_modifyitems(config, items):
+    arch = _device_arch()
+    skips = {
+        "gpu": None if arch else pytest.mark.skip(
+            reason="needs a CUDA or ROCm GPU: torch.cuda.is_available() is False here "
+                   "(run `python -m pytest -m gpu` on the GPU machine)"),
+        "gfx950": None if arch == "gfx950" else pytest.mark.skip(
+            reason=f"needs an AMD gfx950 GPU (MI350X/MI355X); this machine has {arch or 'no GPU'}"),
+    }
     for item in items:
-        if "gpu" in item.keywords:
-            item.add_marker(skip)
+        for marker, skip in skips.items():
+            if skip is not None and marker in item.keywords:
+                item.add_marker(skip)
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,4 @@
-"""`python -m flyaot`: env, list, verify, selftest, bench, clear-cache."""
+"""`flyaot` (also `python -m flyaot`): env (alias collect-env), list, verify, selftest, bench, clear-cache."""
 import argparse
 import json
 import logging
@@ -187,9 +187,10 @@ def cmd_clear_cache(a, config) -> int:
 def main(argv=None) -> int:
     logging.basicConfig(level=os.environ.get("FLYAOT_LOG_LEVEL", "WARNING").upper(),
                         format="%(levelname)s %(name)s: %(message)s")
-    p = argparse.ArgumentParser(prog="python -m flyaot", description="flyaot runtime tools")
+    p = argparse.ArgumentParser(prog="flyaot", description="flyaot runtime tools")
     sub = p.add_subparsers(dest="cmd", required=True)
-    e = sub.add_parser("env", help="versions, device, target, stores, environment")
+    # collect-env: the name bug-report templates ask for.
+    e = sub.add_parser("env", aliases=["collect-env"], help="versions, device, target, stores, environment")
     e.add_argument("--json", action="store_true")
     e.set_defaults(fn=cmd_env)
     ls = sub.add_parser("list", help="specs in the stores")
