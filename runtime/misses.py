@@ -37,7 +37,7 @@ def missing_error(spec, index, reason: str, record_file: str) -> MissingSpecErro
     searched = "; ".join(f"{s.label} ({len(s.by_key)} specs)" for s in index.stores)
     lines.append(f"  Searched: {searched}.")
     for loc, why in index.refused:
-        lines.append(f"  Refused: {loc.kind} store {loc.root}: {why}")
+        lines.append(f"  Refused: {why}")
     other = index.same_spec_other_target(spec.family, spec.param_dict, spec.target)
     if other:
         lines.append(f"  The stores have it for {', '.join(other)}, but the current device is {spec.target}.")

@@ -79,7 +79,7 @@ def read_manifest(root: pathlib.Path, kind: str = "store") -> dict:
         raise StoreError(f"{origin} refused: {e}") from None
     _check_fingerprint(data, origin)
     for sid, entry in data["specs"].items():
-        check_entry_fields(sid, entry, data["target"], f"{origin}: spec {sid}")
+        check_entry_fields(sid, entry, data["target"], f"{origin} refused: spec {sid}")
     return data
 
 
@@ -181,8 +181,8 @@ class Index:
             try:
                 stores.append(open_location(loc))
             except StoreError as e:
-                log.warning("flyaot: ignoring the %s: %s (%s)", "user cache" if loc.kind == "cache" else
-                            f"{loc.kind} store {loc.root}", e, _REFUSED_HINT[loc.kind])
+                log.warning("flyaot: %s; ignoring the %s (%s)", e, "user cache" if loc.kind == "cache" else "store",
+                            _REFUSED_HINT[loc.kind])
                 refused.append((loc, str(e)))
                 if loc.kind in ("package", "cache"):      # kept as empty places: the cache takes JIT products
                     stores.append(Store.empty(loc.root, loc.kind))
@@ -202,7 +202,7 @@ class Index:
         try:
             self.stores[i] = Store.open(store.root, store.kind, missing_ok=True)
         except StoreError as e:
-            log.warning("flyaot: ignoring the %s: %s", store.label, e)
+            log.warning("flyaot: %s; ignoring the store", e)
             self.stores[i] = Store.empty(store.root, store.kind)
 
     def store_of_kind(self, kind: str) -> Store:

@@ -69,7 +69,7 @@ def verify(locs, *, load=None, checks=None) -> Report:
         try:
             store = open_location(loc)
         except StoreError as e:
-            report.problems.append(f"FAIL {loc.kind} store {loc.root}: {e}")
+            report.problems.append(f"FAIL {e}")      # the message names the store
             continue
         verify_store(store, report, load=load, checks=checks)
     return report

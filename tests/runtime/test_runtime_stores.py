@@ -132,4 +132,4 @@ def test_a_refused_user_cache_is_ignored_not_fatal(probe_store, tmp_path, caplog
     with caplog.at_level("WARNING", logger="flyaot.store"):   # an extra store the user named: refused loudly
         index = Index.open(make_config(tmp_path, extra=(cache,)))
     assert [r[0].root for r in index.refused if r[0].kind == "extra"] == [cache]
-    assert f"ignoring the extra store {cache}" in caplog.text
+    assert f"extra store {cache} refused" in caplog.text
