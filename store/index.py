@@ -48,9 +48,9 @@ class Store:
     def open(cls, root, kind: str, *, missing_ok: bool) -> "Store":
         root = pathlib.Path(root)
         path = root / mf.MANIFEST_NAME
-        if missing_ok and not path.exists() and not path.is_symlink():
-            return cls.empty(root, kind)
-        if not path.exists() and not path.is_symlink():
+        if not (path.exists() or path.is_symlink()):      # a dangling link is read, and refused, below
+            if missing_ok:
+                return cls.empty(root, kind)
             raise StoreError(f"{kind} store {root}: no {mf.MANIFEST_NAME} (is this a flyaot store built by "
                              f"`python -m flyaot.build_tools build --out DIR`?)")
         return cls(root, kind, read_manifest(root, kind))

@@ -73,7 +73,7 @@ def _refuse_shrinking(out: pathlib.Path, merged: dict) -> None:
     if not (out / mf.MANIFEST_NAME).exists():
         return
     try:
-        held = {e["key"] for e in read_manifest(out, "output").get("specs", {}).values()}
+        held = {e["key"] for e in read_manifest(out, "output")["specs"].values()}
     except StoreError as e:
         raise StoreError(f"{out} holds a store that cannot be read ({e}); --force replaces it") from None
     lost = sorted(held - {e["key"] for e in merged["specs"].values()})
