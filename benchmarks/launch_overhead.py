@@ -109,7 +109,7 @@ def dry(a):
     import torch
     from flyaot.runtime import launchers
     from flyaot.runtime.drivers.gpu import _LAUNCH_ARGS
-    from flyaot.runtime.packing import ArgLayout
+    from flyaot.store.slots import ArgLayout
     cc = shutil.which("cc") or shutil.which("gcc")
     if cc is None:
         raise SystemExit("--dry needs a C compiler for the no-op launch function")

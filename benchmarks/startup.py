@@ -53,7 +53,7 @@ def loads(limit):
 
     from flyaot.runtime import drivers
     from flyaot.runtime.config import Config
-    from flyaot.runtime.stores import Index
+    from flyaot.store.index import Index
     if torch.cuda.is_available() and not torch.version.hip:
         import cubin_store as cs
         with tempfile.TemporaryDirectory() as tmp:

@@ -13,7 +13,8 @@ from ..kernel_defs import registry
 from ..kernel_defs.flydsl_compile import KernelBuild
 from ..kernel_defs.registry import family_source_hash
 from . import gates, pool, toolchain
-from .store import BuildCache, make_entry, write_store
+from ..store.write import write_store
+from .store import BuildCache, make_entry
 
 log = logging.getLogger("flyaot.build")
 
@@ -104,11 +105,14 @@ def compile_specs(specs, *, cache_dir=None, jobs=None, timeout=120.0) -> BuildRe
     return report
 
 
-def build(specs, *, out, cache_dir=None, jobs=None, timeout=120.0) -> BuildReport:
-    """Compile `specs` and, if none failed, make `out` a store of exactly them."""
+def build(specs, *, out, cache_dir=None, jobs=None, timeout=120.0, shard=None) -> BuildReport:
+    """Compile `specs` and, if none failed, make `out` a store of exactly them. `shard` ("i/n") is
+    recorded in the manifest so a merge can tell which shards it lacks."""
     report = compile_specs(specs, cache_dir=cache_dir, jobs=jobs, timeout=timeout)
     if not report.failures:
         manifest = empty_manifest(flyaot_version=__version__, toolchain=report.toolchain, target=TARGET)
+        if shard:
+            manifest["shard"] = shard
         manifest["specs"] = dict(sorted(report.entries.items()))
         write_store(out, manifest, report.blobs)
     return report

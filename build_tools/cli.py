@@ -11,6 +11,7 @@ PACKAGE_STORE = pathlib.Path(prebuilt.__file__).parent
 
 
 def _cmd_build(a) -> int:
+    from ..store.errors import StoreError
     from . import specs as sp
     from .build import build
     from .toolchain import ToolchainError
@@ -18,15 +19,20 @@ def _cmd_build(a) -> int:
         print("error: a partial build (--family, --shard, --from-misses) would replace the package's full "
               "prebuilt store; give --out DIR", file=sys.stderr)
         return 2
+    if pathlib.Path(a.out).exists() and not pathlib.Path(a.out).is_dir():
+        print(f"error: --out {a.out} is not a directory; a store is written into a directory", file=sys.stderr)
+        return 2
     try:
         if a.from_misses:
             specs = sp.specs_from_misses(a.from_misses)
         else:
             specs = sp.enumerate_specs(a.family or None, include_unshipped=a.include_unshipped)
         if a.shard:
-            specs = sp.shard(specs, *sp.parse_shard(a.shard))
-        report = build(specs, out=a.out, cache_dir=a.cache, jobs=a.jobs, timeout=a.timeout)
-    except (ToolchainError, ValueError, KeyError) as e:
+            i, n = sp.parse_shard(a.shard)
+            specs = sp.shard(specs, i, n)
+        report = build(specs, out=a.out, cache_dir=a.cache, jobs=a.jobs, timeout=a.timeout,
+                       shard=f"{i}/{n}" if a.shard else None)
+    except (ToolchainError, StoreError, ValueError, KeyError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     for key, reason in sorted(report.failures.items()):
@@ -37,8 +43,13 @@ def _cmd_build(a) -> int:
 
 
 def _cmd_merge(a) -> int:
-    from .merge import merge
-    m = merge(a.shards, a.out)
+    from ..store.errors import StoreError
+    from ..store.merge import merge
+    try:
+        m = merge(a.shards, a.out, force=a.force)
+    except StoreError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     print(f"merged {len(a.shards)} shards: {len(m['specs'])} specs -> {a.out}")
     return 0
 
@@ -89,6 +100,8 @@ def main(argv=None) -> int:
     m = sub.add_parser("merge", help="join shard stores into one")
     m.add_argument("shards", nargs="+")
     m.add_argument("--out", required=True)
+    m.add_argument("--force", action="store_true", help="replace a store holding specs the merge lacks, or "
+                   "merge without all shards")
     m.set_defaults(fn=_cmd_merge)
     v = sub.add_parser("verify", help="re-hash and re-check a store")
     v.add_argument("store", nargs="?", default=str(PACKAGE_STORE))

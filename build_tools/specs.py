@@ -1,11 +1,10 @@
 """Which specs to build: enumeration from the family registry, shards, miss files, source hashes."""
 import hashlib
-import json
-import pathlib
 
 from .. import TARGET
 from ..formats.manifest import Spec
 from ..kernel_defs import registry
+from ..store import misses
 
 
 def enumerate_specs(families=None, *, include_unshipped=False, target=TARGET) -> list:
@@ -43,16 +42,12 @@ def shard(specs: list, index: int, count: int) -> list:
 
 
 def specs_from_misses(path, target=TARGET) -> list:
-    """Read a FLYAOT_RECORD_MISSES file (JSON lines with "family" and "params") into unique specs."""
-    seen = {}
-    for n, line in enumerate(pathlib.Path(path).read_text().splitlines(), 1):
-        if not line.strip():
-            continue
+    """The unique specs a FLYAOT_RECORD_MISSES file names, each checked against its family; a line that
+    is malformed or recorded on another target is an error naming it."""
+    specs = misses.read(path, target)
+    for spec in specs:
         try:
-            rec = json.loads(line)
-            spec = Spec.make(rec["family"], rec["params"], rec.get("target", target))
-        except (ValueError, KeyError, TypeError) as e:
-            raise ValueError(f"{path}:{n}: not a miss record ({e})") from None
-        registry.get_family(spec.family).validate_params(spec.param_dict)
-        seen[spec.key] = spec
-    return sorted(seen.values(), key=lambda s: s.key)
+            registry.get_family(spec.family).validate_params(spec.param_dict)
+        except (KeyError, ValueError) as e:
+            raise ValueError(f"{path}: {spec.key}: {e}") from None
+    return specs

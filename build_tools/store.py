@@ -1,25 +1,14 @@
-"""Content-addressed build cache and store writing (code objects + canonical manifest).
+"""Manifest entries from compiled code objects, and the content-addressed build cache.
 
-Writes go to a temporary file then os.replace, and the manifest is written last, so an interrupted
-build never leaves a manifest that names a missing or partial code object.
+Stores themselves are written by `store.write` (one writer for build, merge and the JIT).
 """
 import json
-import os
 import pathlib
 
 from ..formats import codeobject
 from ..formats.codeobject import user_args
-from ..formats.manifest import MANIFEST_NAME, pretty_json, sha256_hex
-
-
-def atomic_write(path: pathlib.Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+from ..formats.manifest import sha256_hex
+from ..store.files import atomic_write
 
 
 def make_entry(spec, spec_id: str, kb, co: codeobject.CodeObject) -> dict:
@@ -58,19 +47,3 @@ class BuildCache:
     def put(self, entry: dict, data: bytes) -> None:
         atomic_write(self.root / f"{entry['id']}.co", data)
         atomic_write(self.root / f"{entry['id']}.json", (json.dumps(entry, sort_keys=True) + "\n").encode())
-
-
-def write_store(out_dir, manifest: dict, blobs: dict) -> None:
-    """Make `out_dir` hold exactly the manifest's code objects; blobs maps spec id -> bytes."""
-    out = pathlib.Path(out_dir)
-    wanted = set()
-    for sid, entry in manifest["specs"].items():
-        path = out / entry["file"]
-        wanted.add(path.resolve())
-        if not (path.exists() and sha256_hex(path.read_bytes()) == entry["sha256"]):
-            atomic_write(path, blobs[sid])
-    atomic_write(out / MANIFEST_NAME, pretty_json(manifest))
-    # Only once the new manifest is in place: an interrupted build never names a missing file.
-    for stale in (out / manifest["target"]).glob("*.co"):
-        if stale.resolve() not in wanted:
-            stale.unlink()

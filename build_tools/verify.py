@@ -1,47 +1,35 @@
-"""Re-check a store: every file's hash, and every code object against its entry and the gates."""
+"""The build's checks of a store: the store checker (`store.verify`), plus each code object against
+its family's gates and the entry the build would write for it."""
 import pathlib
 
 from ..formats import codeobject
-from ..formats import manifest as mf
 from ..formats.manifest import Spec
 from ..kernel_defs import registry
 from ..kernel_defs.flydsl_compile import KernelBuild
+from ..store import verify as store_verify
+from ..store.index import Location
 from . import gates
 from .store import make_entry
 
 
+def gate_problems(store, sid: str, entry: dict, data: bytes) -> list:
+    """What the build's gates say about one checked code object (empty: it passes)."""
+    spec = Spec.make(entry["family"], entry["params"], store.target)
+    try:
+        fam = registry.get_family(spec.family)
+    except KeyError as e:
+        return [str(e)]
+    co = codeobject.parse(data)
+    params = spec.param_dict
+    kb = KernelBuild.from_entry(entry, data)
+    problems = gates.check(co, symbol=fam.symbol(params), block=tuple(fam.block(params)), traced_block=kb.block,
+                           arg_ctypes=kb.arg_ctypes, budget=fam.budget(params))
+    if make_entry(spec, sid, kb, co) != entry:
+        problems.append("manifest entry disagrees with the code object's metadata")
+    return problems
+
+
 def verify(store_dir) -> list:
     """All problems found in the store (empty: it is sound)."""
-    root = pathlib.Path(store_dir)
-    try:
-        m = mf.load(root / mf.MANIFEST_NAME)
-    except mf.ManifestError as e:
-        return [str(e)]
-    problems = []
-    for sid, entry in m["specs"].items():
-        where = f"{entry['key']} ({entry['file']})"
-        try:
-            data = (root / entry["file"]).read_bytes()
-        except OSError as e:
-            problems.append(f"{where}: {e}")
-            continue
-        if mf.sha256_hex(data) != entry["sha256"] or len(data) != entry["size"]:
-            problems.append(f"{where}: sha256/size do not match the manifest")
-            continue
-        spec = Spec.make(entry["family"], entry["params"], m["target"])
-        if spec.key != entry["key"]:
-            problems.append(f"{where}: key does not match family/params")
-        try:
-            co = codeobject.parse(data)
-            fam = registry.get_family(spec.family)
-        except (codeobject.CodeObjectError, KeyError) as e:
-            problems.append(f"{where}: {e}")
-            continue
-        params = spec.param_dict
-        kb = KernelBuild.from_entry(entry, data)
-        for p in gates.check(co, symbol=fam.symbol(params), block=tuple(fam.block(params)),
-                             traced_block=kb.block, arg_ctypes=kb.arg_ctypes, budget=fam.budget(params)):
-            problems.append(f"{where}: {p}")
-        if entry["symbol"] in [k.name for k in co.kernels] and make_entry(spec, sid, kb, co) != entry:
-            problems.append(f"{where}: manifest entry disagrees with the code object's metadata")
-    return problems
+    loc = Location("store", pathlib.Path(store_dir), True)
+    return store_verify.verify([loc], checks=gate_problems).problems

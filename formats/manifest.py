@@ -9,6 +9,7 @@ byte-identical manifests: no timestamps, paths or host names.
 """
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 
 SCHEMA_VERSION = 1
@@ -80,28 +81,75 @@ def empty_manifest(*, flyaot_version: str, toolchain: dict, target: str) -> dict
             "target": target, "specs": {}}
 
 
-def validate(manifest: dict, *, origin: str = "manifest") -> dict:
-    """Structural check of a loaded manifest; raises ManifestError naming what is wrong."""
+# Bounds on what a manifest may contain: a real one nests 4 deep and holds small numbers.
+MAX_DEPTH = 16
+MAX_INT_DIGITS = 20
+_ENTRY_FIELDS = {"family": str, "params": dict, "key": str, "file": str, "size": int, "sha256": str,
+                 "symbol": str, "block": list, "kernarg_size": int, "args": list, "resources": dict}
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise ManifestError(f"integer of {len(text)} digits")
+    return int(text)
+
+
+def _nesting(text: str) -> int:
+    """Deepest [ / { nesting outside strings, found without recursion."""
+    depth = deepest = 0
+    for tok in re.findall(r'"(?:[^"\\]|\\.)*"|[\[\]{}]', text):
+        if tok in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif tok in "]}":
+            depth -= 1
+    return deepest
+
+
+def parse(data: bytes, *, origin: str) -> dict:
+    """JSON bytes -> a validated manifest; ManifestError (naming `origin`) for anything malformed."""
+    try:
+        text = data.decode("utf-8")
+        if _nesting(text) > MAX_DEPTH:
+            raise ManifestError(f"nested deeper than {MAX_DEPTH}")
+        obj = json.loads(text, parse_int=_bounded_int, parse_constant=_no_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise ManifestError(f"cannot read manifest {origin}: {e}") from None
+    return validate(obj, origin=origin)
+
+
+def _no_constant(name: str):
+    raise ManifestError(f"{name} is not JSON")
+
+
+def _type_name(v) -> str:
+    return type(v).__name__
+
+
+def validate(manifest, *, origin: str = "manifest") -> dict:
+    """Structural check of a loaded manifest (every field's JSON type); raises ManifestError naming what
+    is wrong. Semantic checks (fingerprint, keys, file names, slots) belong to the store that opens it."""
     if not isinstance(manifest, dict):
         raise ManifestError(f"{origin}: not a JSON object")
     if manifest.get("schema") != SCHEMA_VERSION:
         raise ManifestError(f"{origin}: schema {manifest.get('schema')!r}, this flyaot reads schema {SCHEMA_VERSION}")
-    for field in ("flyaot", "toolchain", "target", "specs"):
+    for field, kind in (("flyaot", str), ("toolchain", dict), ("target", str), ("specs", dict)):
         if field not in manifest:
             raise ManifestError(f"{origin}: missing field {field!r}")
+        if not isinstance(manifest[field], kind):
+            raise ManifestError(f"{origin}: {field} is a {_type_name(manifest[field])}, not a {kind.__name__}")
+    if "shard" in manifest and not isinstance(manifest["shard"], str):
+        raise ManifestError(f"{origin}: shard is not a string")
     for sid, e in manifest["specs"].items():
-        for field in ("family", "params", "key", "file", "size", "sha256", "symbol", "block", "kernarg_size",
-                      "args", "resources"):
+        if not isinstance(e, dict):
+            raise ManifestError(f"{origin}: spec {sid} is a {_type_name(e)}, not an object")
+        for field, kind in _ENTRY_FIELDS.items():
             if field not in e:
                 raise ManifestError(f"{origin}: spec {sid} lacks field {field!r}")
+            v = e[field]
+            if not isinstance(v, kind) or (kind is int and isinstance(v, bool)):
+                raise ManifestError(f"{origin}: spec {sid}: {field} is a {_type_name(v)}, not a {kind.__name__}")
+        for i, a in enumerate(e["args"]):
+            if not isinstance(a, dict):
+                raise ManifestError(f"{origin}: spec {sid}: argument {i} is a {_type_name(a)}, not an object")
     return manifest
-
-
-def load(path) -> dict:
-    import pathlib
-    p = pathlib.Path(path)
-    try:
-        data = json.loads(p.read_bytes())
-    except (OSError, json.JSONDecodeError) as e:
-        raise ManifestError(f"cannot read manifest {p}: {e}") from None
-    return validate(data, origin=str(p))

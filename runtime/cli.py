@@ -36,16 +36,15 @@ def _device_info() -> dict:
 
 
 def _open_stores(config) -> list:
-    """[(kind, root, Store or None, error or None)] for every configured store."""
-    from .stores import Store
+    """[(kind, root, Store or None, error or None)] for every store location, in precedence order."""
+    from ..store.errors import StoreError
+    from ..store.index import locations, open_location
     rows = []
-    for kind, root, missing_ok in ([("package", config.package_store, True)]
-                                   + [("extra", p, False) for p in config.extra_stores]
-                                   + [("cache", config.cache_dir, True)]):
+    for loc in locations(config):
         try:
-            rows.append((kind, root, Store.open(root, kind, missing_ok=missing_ok), None))
-        except Exception as e:
-            rows.append((kind, root, None, str(e)))
+            rows.append((loc.kind, loc.root, open_location(loc), None))
+        except StoreError as e:
+            rows.append((loc.kind, loc.root, None, str(e)))
     return rows
 
 
@@ -108,34 +107,27 @@ def cmd_list(a, config) -> int:
 
 
 def cmd_verify(a, config) -> int:
-    """Hash and cross-check every artifact; with a GPU of the store's target, also load each one."""
+    """The store checker over every store; with a GPU of a store's target, also load each code object."""
+    from ..store import verify
+    from ..store.index import locations
     from . import drivers, loader
-    gpu_driver = None
+    gpu = None
     if not a.no_load:
         import torch
         if torch.cuda.is_available():
-            gpu_driver = drivers.get(drivers.name_for(0, ""))
-    problems = checked = loaded = 0
-    for kind, root, store, err in _open_stores(config):
-        if err:
-            print(f"FAIL {kind} store {root}: {err}")
-            problems += 1
-            continue
-        can_load = gpu_driver is not None and gpu_driver.target(0) == store.target
-        for key, (sid, e) in sorted(store.by_key.items()):
-            try:
-                if can_load:
-                    gpu_driver.unload(loader.load(gpu_driver, 0, store, sid, e, prefer_c=False).module)
-                    loaded += 1
-                else:
-                    loader.check(store, sid, e)
-                checked += 1
-            except Exception as ex:
-                print(f"FAIL {key} ({kind} store {root}): {ex}")
-                problems += 1
-    how = f", {loaded} loaded on {gpu_driver.name} device 0" if gpu_driver else " (no GPU load)"
-    print(f"verified {checked} code objects{how}; {problems} problems")
-    return 1 if problems else 0
+            gpu = drivers.get(drivers.name_for(0, ""))
+
+    def load(store, entry, data, layout) -> bool:
+        if gpu.target(0) != store.target:
+            return False
+        gpu.unload(loader.load_checked(gpu, 0, store, entry, data, layout, prefer_c=False).module)
+        return True
+
+    report = verify.verify(locations(config), load=load if gpu else None)
+    for line in report.problems:
+        print(line)
+    print(report.line(f", {report.loaded} loaded on {gpu.name} device 0" if gpu else " (no GPU load)"))
+    return 1 if report.problems else 0
 
 
 def _default_device(config) -> str:
@@ -167,15 +159,15 @@ def cmd_bench(a, config) -> int:
 
 def cmd_clear_cache(a, config) -> int:
     from ..formats.manifest import MANIFEST_NAME
-    from . import locks
+    from ..store import lock
     root = config.cache_dir
     if not root.exists():
         print(f"{root}: nothing to clear")
         return 0
     removed = 0
-    # Under the manifest lock, so no JIT publish interleaves; lock files stay (see locks.py).
-    lock = str(root / "locks" / "manifest.lock")
-    with locks.exclusive(lock, timeout=config.jit_timeout, what="updating the manifest"):
+    # Under the manifest lock, so no JIT publish interleaves; lock files stay (see store/lock.py).
+    with lock.exclusive(str(root / "locks" / "manifest.lock"), timeout=config.jit_timeout,
+                        what="updating the manifest"):
         for path in [root / MANIFEST_NAME, *root.glob("*/*.co"), *root.glob("*/.*.tmp"), *root.glob(".*.tmp")]:
             if path.is_file():
                 path.unlink()
@@ -195,7 +187,7 @@ def main(argv=None) -> int:
     e.set_defaults(fn=cmd_env)
     ls = sub.add_parser("list", help="specs in the stores")
     ls.add_argument("--family", action="append")
-    ls.add_argument("--store", choices=("package", "extra", "cache"))
+    ls.add_argument("--store", choices=("package", "extra", "pack", "cache"))
     ls.add_argument("--where", action="append", metavar="PARAM=VALUE", help="filter on a parameter (repeatable)")
     ls.add_argument("--json", action="store_true")
     ls.set_defaults(fn=cmd_list)

@@ -8,9 +8,10 @@ import logging
 import threading
 
 from ..formats.manifest import Spec
-from . import drivers, jit, loader, misses, stores
-from .config import Config
-from .errors import JitError
+from ..store.index import Index
+from . import drivers, jit, loader, misses
+from .config import EXPECTED_FLYDSL, Config
+from .errors import JitError, StoreError
 
 log = logging.getLogger("flyaot.runtime")
 
@@ -22,6 +23,15 @@ def _bind_stream_query():
     import torch
     query = getattr(torch._C, "_cuda_getCurrentRawStream", None)
     _raw_stream = query or (lambda device: torch.cuda.current_stream(device).cuda_stream)
+
+
+def current_id(spec):
+    """The content id a build of `spec` from this package's kernel sources gets (None for a family this
+    package does not define). An entry with another id was built from other sources: out of date."""
+    from ..kernel_defs import registry
+    if spec.family not in registry.family_names():
+        return None
+    return spec.content_id(registry.family_source_hash(spec.family), EXPECTED_FLYDSL)
 
 
 class Runtime:
@@ -39,7 +49,6 @@ class Runtime:
         if self._index is None:
             with self._lock:
                 if self._index is None:
-                    from .stores import Index
                     self._index = Index.open(self.config)
         return self._index
 
@@ -61,7 +70,7 @@ class Runtime:
     def find(self, spec: Spec, device: int):
         """(store, spec id, entry) for the spec: from a store, else JIT into the user cache, else an error."""
         index = self.index
-        current = stores.current_id(spec)
+        current = current_id(spec)
         hit = index.lookup(spec.key, current)
         if hit is not None:
             return hit
@@ -71,26 +80,46 @@ class Runtime:
             log.warning("flyaot: %s holds %s built from other kernel sources; not using it (rebuild the "
                         "store: `python -m flyaot.build_tools build`)", stale[0].label, spec.key)
         cached = index.store_of_kind("cache").by_key.get(spec.key)
-        stale_id = cached[0] if cached else None
         if self.config.record_misses:
             misses.record(self.config.record_misses, spec)
+        reason = self._jit_unavailable(spec, device)
+        if reason:
+            if stale is not None:
+                reason += f"; {stale[0].label} has it only from other kernel sources (rebuild that store)"
+            raise misses.missing_error(spec, index, reason, self.config.record_misses)
+        return self._compile(spec, stale_id=cached[0] if cached else None)
+
+    def _jit_unavailable(self, spec: Spec, device: int) -> str:
         reason = jit.unavailable_reason(self.config, spec.target)
         if not reason and device >= 0:
             import torch
             if torch.cuda.is_current_stream_capturing():
                 reason = ("a CUDA/HIP graph is being captured and the JIT never runs during capture; "
                           "launch once before capturing")
-        if reason:
-            if stale is not None:
-                reason += f"; {stale[0].label} has it only from other kernel sources (rebuild that store)"
-            raise misses.missing_error(spec, index, reason, self.config.record_misses)
+        return reason
+
+    def _compile(self, spec: Spec, *, stale_id):
+        index = self.index
         jit.publish(self.config.cache_dir, spec, timeout=self.config.jit_timeout, stale_id=stale_id)
         with self._lock:
             index.reopen(index.store_of_kind("cache"))
-        hit = index.lookup(spec.key, current)
+        hit = index.lookup(spec.key, current_id(spec))
         if hit is None:
             raise JitError(f"flyaot: {spec.key} was compiled into {self.config.cache_dir} but is not in its manifest")
         return hit
+
+    def find_loaded(self, driver, spec: Spec, device: int) -> loader.Loaded:
+        """Find and load the spec. A user cache entry that fails its checks is compiled again once (when
+        the JIT may run), never served."""
+        hit = self.find(spec, device)
+        try:
+            return self.load(driver, device, hit)
+        except StoreError as e:
+            store, sid, _ = hit
+            if store.kind != "cache" or self._jit_unavailable(spec, device):
+                raise
+            log.warning("flyaot: the user cache entry of %s is unusable (%s); compiling it again", spec.key, e)
+            return self.load(driver, device, self._compile(spec, stale_id=sid))
 
     def load(self, driver, device: int, hit) -> loader.Loaded:
         """One module per (driver, device, code object), however many plans map to it."""
@@ -162,7 +191,7 @@ class Kernel:
         if device >= 0 and _raw_stream is None:
             _bind_stream_query()
         spec = Spec.make(self.family, self.params, driver.target(device))
-        return rt.load(driver, device, rt.find(spec, device))
+        return rt.find_loaded(driver, spec, device)
 
     def _load(self, device: int):
         with self._lock:

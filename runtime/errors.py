@@ -1,16 +1,8 @@
-"""Exceptions the runtime raises; each message names what is wrong and what to do about it."""
+"""Exceptions the runtime raises; each message names what is wrong and what to do about it.
 
-
-class FlyaotError(RuntimeError):
-    pass
-
-
-class StoreError(FlyaotError):
-    """A store (manifest + code objects) was refused: schema, toolchain, layout or target."""
-
-
-class IntegrityError(StoreError):
-    """A code object does not match its manifest entry (hash, size, metadata)."""
+FlyaotError, StoreError and IntegrityError are the store's own (a store raises them below the runtime).
+"""
+from ..store.errors import FlyaotError, IntegrityError, StoreError  # noqa: F401
 
 
 class MissingSpecError(FlyaotError, LookupError):

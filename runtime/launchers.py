@@ -1,14 +1,14 @@
 """Launchers: callables `launcher(grid, block, args: dict, stream: int) -> driver return code`.
 
 The C launcher (_launch.c) packs and launches without leaving C; the Python one does the same with
-ctypes cells. Both convert values through the same rules (packing.convert) and both pass a
+ctypes cells. Both convert values through the same rules (store.slots.convert) and both pass a
 kernel-parameter array, the launch form that works under graph capture.
 """
 import ctypes
 import logging
 import threading
 
-from .packing import convert
+from ..store.slots import convert
 
 log = logging.getLogger("flyaot.runtime")
 

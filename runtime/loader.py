@@ -1,10 +1,9 @@
-"""Load one store entry onto one device: integrity, metadata cross-check, module, function, launcher."""
+"""Load one store entry onto one device: the store's checks, then module, function, launcher."""
 from dataclasses import dataclass
 
-from ..formats import codeobject
-from ..formats.elf import EM_AMDGPU, Elf, ElfError
-from .errors import ArchMismatchError, IntegrityError
-from .packing import ArgLayout
+from ..store.slots import ArgLayout
+from ..store.verify import check_entry
+from .errors import ArchMismatchError
 
 
 @dataclass
@@ -18,28 +17,15 @@ class Loaded:
     launcher: object
 
 
-def check(store, sid: str, entry: dict):
-    """Read one code object and check it against its manifest entry and its own metadata, without a
-    device: (bytes, argument layout)."""
-    origin = f"{store.label}: {entry['key']}"
-    layout = ArgLayout.from_entry(entry, origin)
-    data = store.read(sid, entry)            # size + sha256 against the manifest
-    try:
-        machine = Elf(data).machine
-    except ElfError as e:
-        raise IntegrityError(f"{origin}: {store.root / entry['file']} is not a code object: {e}") from None
-    if machine == EM_AMDGPU:
-        # The code object's own metadata is the truth; the manifest must agree with it exactly.
-        co = codeobject.parse(data)
-        if co.mach != store.target:
-            raise ArchMismatchError(f"{origin}: the code object is for {co.mach}, the store says {store.target}")
-        layout.cross_check(co.kernel(entry["symbol"]), entry, origin)
-    return data, layout
-
-
 def load(driver, device: int, store, sid: str, entry: dict, *, prefer_c: bool) -> Loaded:
+    data, layout = check_entry(store, sid, entry)
+    return load_checked(driver, device, store, entry, data, layout, prefer_c=prefer_c)
+
+
+def load_checked(driver, device: int, store, entry: dict, data: bytes, layout: ArgLayout, *,
+                 prefer_c: bool) -> Loaded:
+    """Load a code object `store.verify.check_entry` has passed."""
     origin = f"{store.label}: {entry['key']}"
-    data, layout = check(store, sid, entry)
     device_target = driver.target(device)
     if device_target != store.target:
         raise ArchMismatchError(f"{origin}: built for {store.target}, but {driver.name} device {device} is "

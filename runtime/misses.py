@@ -1,15 +1,11 @@
-"""What happens when no store has a spec: record it, and say exactly how to get it built.
-
-The misses file (FLYAOT_RECORD_MISSES) holds one canonical JSON object per line:
-    {"family": ..., "key": ..., "params": {...}, "target": ...}
-which `python -m flyaot.build_tools build --from-misses FILE --out DIR` turns into an add-on pack.
+"""What happens when no store has a spec: record it (FLYAOT_RECORD_MISSES, in `store.misses`' line
+format), and say exactly how to get it built.
 """
-import json
 import logging
 import os
-import pathlib
 import threading
 
+from ..store.misses import line as miss_line
 from .errors import ArchMismatchError, MissingSpecError
 
 log = logging.getLogger("flyaot.runtime")
@@ -18,14 +14,6 @@ BUILD_COMMAND = "python -m flyaot.build_tools build --from-misses {file} --out {
 
 _recorded = set()
 _recorded_lock = threading.Lock()
-
-
-def miss_record(spec) -> dict:
-    return {"family": spec.family, "key": spec.key, "params": spec.param_dict, "target": spec.target}
-
-
-def miss_line(spec) -> str:
-    return json.dumps(miss_record(spec), sort_keys=True, separators=(",", ":")) + "\n"
 
 
 def record(path: str, spec) -> None:
@@ -43,16 +31,13 @@ def record(path: str, spec) -> None:
     log.info("flyaot: recorded miss %s in %s", spec.key, path)
 
 
-def read(path) -> list:
-    """The records of a misses file, blank lines skipped."""
-    return [json.loads(line) for line in pathlib.Path(path).read_text().splitlines() if line.strip()]
-
-
 def missing_error(spec, index, reason: str, record_file: str) -> MissingSpecError:
     """One error naming the spec, where we looked, the nearest prebuilt specs and the build command."""
     lines = [f"flyaot: no code object for {spec.key}."]
     searched = "; ".join(f"{s.label} ({len(s.by_key)} specs)" for s in index.stores)
     lines.append(f"  Searched: {searched}.")
+    for loc, why in index.refused:
+        lines.append(f"  Refused: {why}")
     other = index.same_spec_other_target(spec.family, spec.param_dict, spec.target)
     if other:
         lines.append(f"  The stores have it for {', '.join(other)}, but the current device is {spec.target}.")

@@ -43,3 +43,8 @@ def emulated_store(root: pathlib.Path, *build_args):
             yield store, json.loads((store / "manifest.json").read_text())
         finally:
             runtime.reset()
+
+
+def miss_records(path) -> list:
+    """The raw records of a FLYAOT_RECORD_MISSES file, in the order they were written."""
+    return [json.loads(line) for line in pathlib.Path(path).read_text().splitlines() if line.strip()]

@@ -69,7 +69,7 @@ def prebuilt_objects():
     path = store / manifest_mod.MANIFEST_NAME
     if not path.exists():
         return []
-    m = manifest_mod.load(path)
+    m = manifest_mod.parse(path.read_bytes(), origin=str(path))
     return sorted({store / e["file"] for e in m["specs"].values()})
 
 

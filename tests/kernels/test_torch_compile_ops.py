@@ -20,10 +20,9 @@ from flyaot.kernel_defs.mqa_decode.schedule import build_schedule
 from flyaot.ops import (gemm_a16wfp4, pa_mqa_logits_fp4, pa_mqa_logits_fp4_prefill, pa_mqa_logits_fp4_varqlen,
                         prepare_mxfp4_weight)
 from flyaot.ops import compute_prefill_schedule, compute_varqlen_windows
-from flyaot.runtime import misses
 from flyaot.runtime.config import Config
 from flyaot.runtime.dispatch import Runtime
-from tests.support import run_build
+from tests.support import miss_records, run_build
 
 decode_mod = importlib.import_module("flyaot.ops._mqa_decode")
 prefill_mod = importlib.import_module("flyaot.ops._mqa_prefill")
@@ -90,7 +89,7 @@ def store(tmp_path_factory):
         for launch in SPEC_LAUNCHES:
             with pytest.raises(runtime.MissingSpecError):
                 launch()
-    recorded = [(r["family"], r["params"].get("path")) for r in misses.read(record)]
+    recorded = [(r["family"], r["params"].get("path")) for r in miss_records(record)]
     assert sorted(recorded, key=str) == sorted([("mqa_decode", "staged"), ("mqa_decode", "direct"),
                                                 ("mqa_prefill", None), ("gemm_a16wfp4", None)], key=str)
     run_build("build", "--from-misses", record, "--out", root / "store", "--cache", root / "build", "--jobs", 2)

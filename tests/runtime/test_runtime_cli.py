@@ -8,7 +8,8 @@ from types import SimpleNamespace
 import pytest
 from runtime_helpers import PROBE64, PROBE128, copy_store
 
-from flyaot.runtime import cli, config, locks
+from flyaot.runtime import cli, config
+from flyaot.store import lock
 
 
 @pytest.fixture
@@ -74,7 +75,7 @@ def test_selftest_without_family_hooks_fails_loudly(run):
 
 def test_clear_cache_removes_code_objects_and_manifest_but_keeps_locks(run, probe_store, tmp_path):
     cache = copy_store(probe_store, tmp_path / "cache")
-    with locks.exclusive(str(cache / "locks" / "some.lock"), timeout=1, what="test"):
+    with lock.exclusive(str(cache / "locks" / "some.lock"), timeout=1, what="test"):
         pass
     (cache / "gfx950" / ".x.co.123.tmp").write_bytes(b"partial")
     p = run("clear-cache", env={"FLYAOT_CACHE_DIR": str(cache)})

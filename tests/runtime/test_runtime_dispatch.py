@@ -9,9 +9,10 @@ from runtime_helpers import PROBE64, PROBE128, copy_store, make_config, read_man
 from flyaot.build_tools.specs import specs_from_misses
 from flyaot.formats.manifest import Spec
 from flyaot.kernel_defs.probe import plan as probe
-from flyaot.runtime import jit, misses
+from flyaot.runtime import jit
 from flyaot.runtime.dispatch import Runtime
 from flyaot.runtime.errors import ArchMismatchError, IntegrityError, MissingSpecError
+from tests.support import miss_records
 
 # Valid for the family (the build's miss reader checks axes) but not prebuilt.
 MISSING = Spec.make("probe", {"block": 128, "behavior": "raise"}, "gfx950")
@@ -46,7 +47,7 @@ def test_record_misses_appends_each_miss_once(probe_store, tmp_path):
     for spec in (MISSING, MISSING, other):
         with pytest.raises(MissingSpecError, match=f"recorded in {record}"):
             rt.find(spec, -1)
-    assert [r["key"] for r in misses.read(record)] == [MISSING.key, other.key]
+    assert [r["key"] for r in miss_records(record)] == [MISSING.key, other.key]
     assert sorted(s.key for s in specs_from_misses(record)) == sorted([MISSING.key, other.key])
 
 

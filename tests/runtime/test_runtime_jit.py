@@ -16,11 +16,14 @@ from runtime_helpers import PROBE64, make_config
 from flyaot.formats import codeobject
 from flyaot.formats.manifest import Spec
 from flyaot.kernel_defs.probe import plan as probe
-from flyaot.runtime import jit, locks
+from flyaot.runtime import jit
 from flyaot.runtime.dispatch import Runtime
 from flyaot.runtime.errors import JitError
-from flyaot.runtime.packing import ArgLayout
-from flyaot.runtime.stores import Store
+from flyaot.store.slots import ArgLayout
+from flyaot.store import lock
+from flyaot.store.errors import LockTimeout
+from flyaot.store.index import Store
+from flyaot.store.write import lock_name
 
 HERE = pathlib.Path(__file__).parent
 
@@ -60,7 +63,7 @@ def test_concurrent_processes_compile_once_publish_atomically_and_launch(tmp_pat
     data = store.read(sid, entry)
     ArgLayout.from_entry(entry, "jit").cross_check(codeobject.parse(data).kernel(entry["symbol"]), entry, "jit")
     files = sorted(p.relative_to(cache).as_posix() for p in cache.rglob("*") if p.is_file())
-    lock = "locks/" + jit.lock_name(Spec.make("probe", {"block": 64, "behavior": "ok"}, "gfx950"))
+    lock = "locks/" + lock_name(Spec.make("probe", {"block": 64, "behavior": "ok"}, "gfx950"))
     assert files == sorted(["manifest.json", entry["file"], "locks/manifest.lock", lock])
     # A later process finds it in the cache with the JIT disabled.
     rt = Runtime(make_config(tmp_path, cache=cache))
@@ -91,7 +94,7 @@ def test_waits_are_bounded_and_a_dead_holder_releases_the_lock(tmp_path):
             line = holder.stderr.readline()
             assert line or holder.poll() is None, "holder exited early"
         t0 = time.monotonic()
-        with pytest.raises(JitError, match=f"timed out after 0.5 s waiting for .*{jit.lock_name(spec)}"):
+        with pytest.raises(JitError, match=f"timed out after 0.5 s waiting for .*{lock_name(spec)}"):
             jit.publish(tmp_path, spec, timeout=0.5, compile_fn=_must_not_compile)
         assert time.monotonic() - t0 < 5
     finally:
@@ -113,11 +116,11 @@ def _fails(spec):
 
 def test_lock_helper_excludes_within_one_process_too(tmp_path):
     path = str(tmp_path / "locks" / "x.lock")
-    with locks.exclusive(path, timeout=1, what="testing"):
-        with pytest.raises(JitError, match="x.lock"):
-            with locks.exclusive(path, timeout=0.2, what="testing"):
+    with lock.exclusive(path, timeout=1, what="testing"):
+        with pytest.raises(LockTimeout, match="x.lock"):
+            with lock.exclusive(path, timeout=0.2, what="testing"):
                 pass
-    with locks.exclusive(path, timeout=0.2, what="testing"):
+    with lock.exclusive(path, timeout=0.2, what="testing"):
         assert os.path.exists(path)
     assert os.path.exists(path)          # lock files are never deleted
 
@@ -127,7 +130,7 @@ def test_entry_built_from_other_kernel_sources_is_not_used(tmp_path, caplog):
     from runtime_helpers import read_manifest, write_manifest
 
     from flyaot.runtime.errors import MissingSpecError
-    from flyaot.runtime.stores import current_id
+    from flyaot.runtime.dispatch import current_id
     cache = tmp_path / "cache"
     out = torch.zeros(8)
     Runtime(make_config(tmp_path, cache=cache, disable_jit=False)).launch(probe.plan(out, 1.0))

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from flyaot.runtime import launchers
 from flyaot.runtime.drivers.gpu import _LAUNCH_ARGS
-from flyaot.runtime.packing import ArgLayout
+from flyaot.store.slots import ArgLayout
 
 RECORDER = r"""
 #include <string.h>

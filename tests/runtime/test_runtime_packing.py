@@ -10,7 +10,7 @@ from runtime_helpers import PROBE64, PROBE128, entry_by_key
 
 from flyaot.formats import codeobject
 from flyaot.runtime.errors import IntegrityError, StoreError
-from flyaot.runtime.packing import ArgLayout, Slot, convert
+from flyaot.store.slots import ArgLayout, Slot, convert
 
 
 def _real(probe_store, key):

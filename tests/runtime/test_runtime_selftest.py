@@ -12,9 +12,9 @@ import pytest
 from runtime_helpers import make_config
 
 from flyaot import runtime
-from flyaot.runtime import cli, hooks, misses
+from flyaot.runtime import cli, hooks
 from flyaot.runtime.dispatch import Runtime
-from tests.support import run_build
+from tests.support import miss_records, run_build
 
 FAMILIES = {"mqa_decode", "mqa_prefill", "gemm_a16wfp4"}
 
@@ -28,7 +28,7 @@ def missed(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(runtime, "_runtime", Runtime(make_config(root, record_misses=str(record))))
         rows = hooks.run("selftest", "cpu")
-    return rows, misses.read(record), record
+    return rows, miss_records(record), record
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ from runtime_helpers import (PROBE64, PROBE128, copy_store, entry_by_key, make_c
 from flyaot.formats.manifest import sha256_hex
 from flyaot.runtime.config import Config
 from flyaot.runtime.errors import IntegrityError, StoreError
-from flyaot.runtime.stores import Index, Store
+from flyaot.store.index import Index, Store
 
 
 def test_first_store_holding_a_key_wins_package_extra_cache(probe_store, tmp_path):
@@ -45,11 +45,14 @@ def test_environment_sets_extra_stores_in_order_and_cache_default(monkeypatch, t
         Config.from_env()
 
 
-def test_missing_package_and_cache_stores_are_empty_but_a_missing_extra_store_is_refused(tmp_path):
+def test_missing_package_and_cache_stores_are_empty_but_a_missing_extra_store_is_refused(tmp_path, caplog):
     index = Index.open(make_config(tmp_path))
     assert [len(s.by_key) for s in index.stores] == [0, 0]
-    with pytest.raises(StoreError, match="no manifest.json"):
-        Index.open(make_config(tmp_path, extra=(tmp_path / "nowhere",)))
+    with caplog.at_level("WARNING", logger="flyaot.store"):
+        index = Index.open(make_config(tmp_path, extra=(tmp_path / "nowhere",)))
+    assert [s.kind for s in index.stores] == ["package", "cache"]
+    (loc, why), = [r for r in index.refused if r[0].kind == "extra"]
+    assert loc.root == tmp_path / "nowhere" and "no manifest.json" in why and "no manifest.json" in caplog.text
 
 
 def _refused(probe_store, tmp_path, edit, match):
@@ -121,10 +124,12 @@ def test_a_refused_user_cache_is_ignored_not_fatal(probe_store, tmp_path, caplog
     manifest["flyaot"] = "0.0.0-other"
     write_manifest(cache, manifest)
     pkg = copy_store(probe_store, tmp_path / "pkg", keys={PROBE64})
-    with caplog.at_level("WARNING", logger="flyaot.runtime"):
+    with caplog.at_level("WARNING", logger="flyaot.store"):
         index = Index.open(make_config(tmp_path, package=pkg, cache=cache))
     assert "ignoring the user cache" in caplog.text
     assert index.lookup(PROBE64)[0].kind == "package"
     assert index.lookup(PROBE128) is None
-    with pytest.raises(StoreError):     # an extra store the user named is still refused loudly
-        Index.open(make_config(tmp_path, extra=(cache,)))
+    with caplog.at_level("WARNING", logger="flyaot.store"):   # an extra store the user named: refused loudly
+        index = Index.open(make_config(tmp_path, extra=(cache,)))
+    assert [r[0].root for r in index.refused if r[0].kind == "extra"] == [cache]
+    assert f"extra store {cache} refused" in caplog.text

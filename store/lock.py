@@ -9,14 +9,14 @@ import fcntl
 import os
 import time
 
-from .errors import JitError
+from .errors import LockTimeout
 
 _POLL_S = 0.05
 
 
 @contextlib.contextmanager
 def exclusive(path, *, timeout: float, what: str):
-    """Hold an exclusive flock on `path` (created if absent); JitError after `timeout` seconds."""
+    """Hold an exclusive flock on `path` (created if absent); LockTimeout after `timeout` seconds."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
@@ -27,7 +27,7 @@ def exclusive(path, *, timeout: float, what: str):
                 break
             except BlockingIOError:
                 if time.monotonic() >= deadline:
-                    raise JitError(f"flyaot: timed out after {timeout:g} s waiting for {path}, held by another "
+                    raise LockTimeout(f"flyaot: timed out after {timeout:g} s waiting for {path}, held by another "
                                    f"process {what}. If that process is stuck, end it; raise "
                                    "FLYAOT_JIT_TIMEOUT to wait longer. (Do not delete the lock file.)") from None
                 time.sleep(_POLL_S)

@@ -1,0 +1,234 @@
+"""Reading stores: one opened store, the precedence list of store locations, and the index over them.
+
+A store is `<root>/manifest.json` plus `<root>/<target>/<id>.co`. It is checked when it is opened:
+manifest structure (bounded, typed), flyaot version, toolchain fingerprint, and every entry's key,
+file name and slot table. A code object's size and sha256 are checked when it is first read.
+Nothing here imports a compiler or unpickles anything.
+"""
+import importlib.util
+import logging
+import pathlib
+from dataclasses import dataclass
+from importlib import metadata
+
+from .. import FLYDSL_VERSION, __version__
+from ..formats import manifest as mf
+from . import files
+from .errors import IntegrityError, StoreError
+from .slots import ArgLayout
+
+log = logging.getLogger("flyaot.store")
+
+ENTRY_POINT_GROUP = "flyaot.stores"    # an installed add-on pack names its store's package here
+
+
+class Store:
+    """One opened store. `kind` is 'package', 'extra', 'pack' or 'cache' (for messages and precedence)."""
+
+    def __init__(self, root: pathlib.Path, kind: str, manifest: dict):
+        self.root = pathlib.Path(root)
+        self.kind = kind
+        self.manifest = manifest
+        self.target = manifest["target"]
+        self.by_key = {e["key"]: (sid, e) for sid, e in manifest["specs"].items()}
+
+    def __repr__(self):
+        return f"<{self.kind} store {self.root} target={self.target} specs={len(self.by_key)}>"
+
+    @property
+    def label(self) -> str:
+        return f"{self.kind} store {self.root}"
+
+    @classmethod
+    def empty(cls, root, kind: str) -> "Store":
+        return cls(root, kind, mf.empty_manifest(flyaot_version=__version__, toolchain={"flydsl": FLYDSL_VERSION},
+                                                 target=""))
+
+    @classmethod
+    def open(cls, root, kind: str, *, missing_ok: bool) -> "Store":
+        root = pathlib.Path(root)
+        path = root / mf.MANIFEST_NAME
+        if not (path.exists() or path.is_symlink()):      # a dangling link is read, and refused, below
+            if missing_ok:
+                return cls.empty(root, kind)
+            raise StoreError(f"{kind} store {root}: no {mf.MANIFEST_NAME} (is this a flyaot store built by "
+                             f"`python -m flyaot.build_tools build --out DIR`?)")
+        return cls(root, kind, read_manifest(root, kind))
+
+    def read(self, sid: str, entry: dict) -> bytes:
+        path = self.root / entry["file"]
+        try:
+            data = files.read_capped(path, files.CODE_OBJECT_CAP, "code object")
+        except StoreError as e:
+            raise StoreError(f"{self.label}: {entry['key']}: {e}") from None
+        if len(data) != entry["size"] or mf.sha256_hex(data) != entry["sha256"]:
+            raise IntegrityError(
+                f"{self.label}: {path} ({entry['key']}) does not match its manifest entry: size {len(data)} "
+                f"vs {entry['size']}, sha256 {mf.sha256_hex(data)} vs {entry['sha256']}; the store is "
+                "corrupt or was modified: rebuild it (or `python -m flyaot clear-cache` for the user cache)")
+        return data
+
+
+def read_manifest(root: pathlib.Path, kind: str = "store") -> dict:
+    """The checked manifest of the store at `root`; StoreError naming the store for anything wrong."""
+    origin = f"{kind} store {root}"
+    path = root / mf.MANIFEST_NAME
+    try:
+        data = mf.parse(files.read_capped(path, files.MANIFEST_CAP, "manifest"), origin=str(path))
+    except (mf.ManifestError, StoreError) as e:
+        raise StoreError(f"{origin} refused: {e}") from None
+    _check_fingerprint(data, origin)
+    for sid, entry in data["specs"].items():
+        check_entry_fields(sid, entry, data["target"], f"{origin} refused: spec {sid}")
+    return data
+
+
+def _check_fingerprint(data: dict, origin: str) -> None:
+    if data["flyaot"] != __version__:
+        raise StoreError(f"{origin} refused: built for flyaot {data['flyaot']}, this is flyaot {__version__}; "
+                         "rebuild it with this version's build_tools")
+    got = data["toolchain"].get("flydsl")
+    if got != FLYDSL_VERSION:
+        raise StoreError(f"{origin} refused: built with FlyDSL {got!r}, flyaot {__version__} needs FlyDSL "
+                         f"{FLYDSL_VERSION}; rebuild it (for the user cache: `python -m flyaot clear-cache`)")
+    try:
+        files.plain_target(data["target"])
+    except StoreError as e:
+        raise StoreError(f"{origin} refused: {e}") from None
+
+
+def check_entry_fields(sid: str, e: dict, target: str, origin: str) -> None:
+    """One entry on its own terms: plain id, key = family/params/target, file = <target>/<id>.co, slots."""
+    try:
+        want_file = files.entry_file(target, sid)
+        key = mf.Spec.make(e["family"], e["params"], target).key
+    except (StoreError, TypeError) as err:
+        raise StoreError(f"{origin}: {err}") from None
+    if e["key"] != key:
+        raise StoreError(f"{origin}: key {e['key']!r} does not match its family/params/target ({key!r})")
+    if e["file"] != want_file:
+        raise StoreError(f"{origin}: file {e['file']!r} must be {want_file}")
+    if e["size"] < 0 or not files.SHA256.fullmatch(e["sha256"]):
+        raise StoreError(f"{origin}: size/sha256 malformed")
+    if "id" in e and e["id"] != sid:
+        raise StoreError(f"{origin}: id {e['id']!r} differs from the entry's name")
+    ArgLayout.from_entry(e, origin)
+
+
+_REFUSED_HINT = {
+    "package": "without it every spec needs the JIT; reinstall flyaot or run `python -m flyaot.build_tools build`",
+    "extra": "the other stores keep serving; rebuild it or take it off FLYAOT_PREBUILT_PATH",
+    "pack": "the other stores keep serving; reinstall or remove that pack",
+    "cache": "`python -m flyaot clear-cache` removes it",
+}
+
+
+# --- where stores are found ------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Location:
+    kind: str             # package | extra | pack | cache
+    root: pathlib.Path
+    required: bool        # a missing manifest is an error (else: an empty store)
+
+
+def installed_packs() -> list:
+    """Store directories of installed add-on packs: each entry point of ENTRY_POINT_GROUP names a package
+    whose directory holds a store. Found with find_spec, so no pack's code is imported or run."""
+    roots = []
+    for ep in sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda ep: ep.name):
+        try:
+            spec = importlib.util.find_spec(ep.value)
+        except (ImportError, ValueError):
+            spec = None
+        dirs = list(spec.submodule_search_locations or []) if spec else []
+        if not dirs:
+            log.warning("flyaot: ignoring add-on pack %r: %r is not an installed package", ep.name, ep.value)
+            continue
+        roots.append(pathlib.Path(dirs[0]))
+    return roots
+
+
+def locations(config) -> list:
+    """Stores in precedence order, as data: the package store, FLYAOT_PREBUILT_PATH entries, installed
+    add-on packs, the user cache. The first store holding a key serves it."""
+    return ([Location("package", pathlib.Path(config.package_store), True)]
+            + [Location("extra", pathlib.Path(p), True) for p in config.extra_stores]
+            + [Location("pack", p, True) for p in installed_packs()]
+            + [Location("cache", pathlib.Path(config.cache_dir), False)])
+
+
+def open_location(loc: Location) -> Store:
+    return Store.open(loc.root, loc.kind, missing_ok=not loc.required)
+
+
+class Index:
+    """The opened stores in precedence order; `refused` holds (location, reason) of those left out.
+
+    A refused store is left out alone, with a warning, and named in every missing-spec error, so the
+    others keep serving: a broken add-on pack or a user cache of another flyaot version never stops
+    the package store, and a package store without its manifest is never silently empty.
+    """
+
+    def __init__(self, stores: list, refused=()):
+        self.stores = list(stores)
+        self.refused = list(refused)
+
+    @classmethod
+    def open(cls, config) -> "Index":
+        stores, refused = [], []
+        for loc in locations(config):
+            try:
+                stores.append(open_location(loc))
+            except StoreError as e:
+                log.warning("flyaot: %s; ignoring the %s (%s)", e, "user cache" if loc.kind == "cache" else "store",
+                            _REFUSED_HINT[loc.kind])
+                refused.append((loc, str(e)))
+                if loc.kind in ("package", "cache"):      # kept as empty places: the cache takes JIT products
+                    stores.append(Store.empty(loc.root, loc.kind))
+        return cls(stores, refused)
+
+    def lookup(self, key: str, sid: str = None):
+        """(store, spec id, entry) of the first store holding `key` (built as content id `sid` if given)."""
+        for store in self.stores:
+            hit = store.by_key.get(key)
+            if hit is not None and (sid is None or hit[0] == sid):
+                return store, hit[0], hit[1]
+        return None
+
+    def reopen(self, store: Store) -> None:
+        """Re-read one store (the user cache after a JIT publish)."""
+        i = self.stores.index(store)
+        try:
+            self.stores[i] = Store.open(store.root, store.kind, missing_ok=True)
+        except StoreError as e:
+            log.warning("flyaot: %s; ignoring the store", e)
+            self.stores[i] = Store.empty(store.root, store.kind)
+
+    def store_of_kind(self, kind: str) -> Store:
+        return next(s for s in self.stores if s.kind == kind)
+
+    def entries(self):
+        """Every (store, spec id, entry), shadowed duplicates included, in precedence order."""
+        for store in self.stores:
+            for key, (sid, e) in store.by_key.items():
+                yield store, sid, e
+
+    def same_spec_other_target(self, family: str, params: dict, target: str) -> list:
+        return sorted({s.target for s, _, e in self.entries()
+                       if e["family"] == family and e["params"] == params and s.target != target})
+
+    def nearest(self, family: str, params: dict, target: str, n: int = 3) -> list:
+        """Keys of the same family and target, fewest differing parameters first, then closest values."""
+        def distance(p):
+            names = set(p) | set(params)
+            differing = [k for k in names if p.get(k) != params.get(k)]
+            numeric = sum(abs(p[k] - params[k]) / max(abs(params[k]), 1) for k in differing
+                          if isinstance(p.get(k), int) and isinstance(params.get(k), int))
+            return (len(differing), numeric)
+
+        keys = {e["key"]: e["params"] for s, _, e in self.entries() if e["family"] == family and s.target == target}
+        return sorted(keys, key=lambda k: (distance(keys[k]), k))[:n]
+
+    def families(self, target: str) -> list:
+        return sorted({e["family"] for s, _, e in self.entries() if s.target == target})

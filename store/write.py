@@ -1,0 +1,127 @@
+"""Writing stores: the one manifest writer, a whole store (build, merge) and one added entry (the JIT).
+
+Every file goes through `files.atomic_write` (temp file, fsync, rename, directory fsync), code objects
+before the manifest that names them, so a reader or a crash never sees a manifest naming a missing or
+partial file. Paths come from the entry id and a target of the target table, never from a manifest.
+
+Adding one entry (safe for many threads and processes):
+  1. flock locks/<key hash>.lock: one producer per spec; the others wait (bounded), then find it.
+  2. Re-read the manifest; if the spec is there now (and is not the entry being replaced), stop.
+  3. Produce the code object; write <target>/<id>.co.
+  4. Under flock locks/manifest.lock, re-read the manifest, put the entry in, write it.
+"""
+import hashlib
+import logging
+import pathlib
+
+from .. import __version__
+from ..formats import manifest as mf
+from . import files, lock
+from .errors import StoreError
+from .index import Store
+
+log = logging.getLogger("flyaot.store")
+
+
+def write_manifest(root: pathlib.Path, manifest: dict) -> None:
+    mf.validate(manifest, origin=str(root / mf.MANIFEST_NAME))
+    files.atomic_write(root / mf.MANIFEST_NAME, mf.pretty_json(manifest))
+
+
+def _out_dir(out) -> pathlib.Path:
+    out = pathlib.Path(out)
+    if out.exists() and not out.is_dir():
+        raise StoreError(f"{out} is not a directory; a store is written into a directory")
+    return out
+
+
+def _same_file(path: pathlib.Path, sha256: str) -> bool:
+    if not path.is_file():
+        return False
+    try:
+        return mf.sha256_hex(files.read_capped(path, files.CODE_OBJECT_CAP, "code object")) == sha256
+    except StoreError:
+        return False
+
+
+def write_store(out_dir, manifest: dict, blobs: dict) -> None:
+    """Make `out_dir` hold exactly the manifest's code objects; blobs maps spec id -> bytes. Each file
+    name is derived from the entry's id and the manifest's target, which must be a table target."""
+    out = _out_dir(out_dir)
+    target = files.table_target(manifest["target"])
+    wanted = set()
+    for sid, entry in manifest["specs"].items():
+        rel = files.entry_file(target, sid)
+        if entry.get("file") != rel:
+            raise StoreError(f"spec {sid}: file {entry.get('file')!r} must be {rel}")
+        path = out / rel
+        wanted.add(path.name)
+        if not _same_file(path, entry["sha256"]):
+            files.atomic_write(path, blobs[sid])
+    write_manifest(out, manifest)
+    # Only once the new manifest is in place: an interrupted write never names a missing file.
+    for stale in (out / target).glob("*.co"):
+        if stale.name not in wanted and (stale.is_file() or stale.is_symlink()):
+            stale.unlink()
+
+
+def lock_name(spec) -> str:
+    """Lock file name for a spec: a hash of its key (known before producing it, unlike its content id)."""
+    return hashlib.sha256(spec.key.encode()).hexdigest()[:24] + ".lock"
+
+
+def _cached_ids(root: pathlib.Path) -> dict:
+    """spec key -> content id of the store's entries (none if it is missing or refused)."""
+    try:
+        return {key: sid for key, (sid, _) in Store.open(root, "cache", missing_ok=True).by_key.items()}
+    except StoreError:
+        return {}
+
+
+def add_entry(root, spec, produce, *, timeout: float, toolchain, stale_id=None) -> bool:
+    """Make the store at `root` (the user cache) hold `spec`; True if this call produced it. An entry whose
+    id is `stale_id` does not count and is replaced.
+
+    produce() -> (code object bytes, manifest entry incl. its content "id"), called under the spec's
+    lock; toolchain() -> the fingerprint recorded when the manifest is first created.
+    """
+    root = pathlib.Path(root)
+    try:
+        return _add_entry(root, spec, produce, timeout=timeout, toolchain=toolchain, stale_id=stale_id)
+    except OSError as e:
+        raise StoreError(f"flyaot: the user cache {root} is not usable ({e.strerror or e}: {e.filename}); "
+                         "point FLYAOT_CACHE_DIR at a writable directory, or set FLYAOT_DISABLE_JIT=1 to "
+                         "serve only prebuilt stores") from None
+
+
+def _add_entry(root, spec, produce, *, timeout, toolchain, stale_id) -> bool:
+    target = files.table_target(spec.target)
+    with lock.exclusive(str(root / "locks" / lock_name(spec)), timeout=timeout, what=f"compiling {spec.key}"):
+        cached = _cached_ids(root).get(spec.key)
+        if cached is not None and cached != stale_id:
+            return False
+        code_object, entry = produce()
+        sid = entry.get("id")
+        if entry.get("key") != spec.key or not isinstance(sid, str) or not files.SPEC_ID.fullmatch(sid):
+            raise StoreError(f"flyaot: the entry produced for {spec.key} is for {entry.get('key')!r} "
+                             f"with id {sid!r}")
+        rel = files.entry_file(target, sid)
+        for stale in (root / target).glob(f".{sid}.co.*.tmp"):
+            stale.unlink()        # left by a producer that died mid-write; we hold this spec's lock
+        entry = dict(entry, file=rel, size=len(code_object), sha256=mf.sha256_hex(code_object))
+        files.atomic_write(root / rel, code_object)
+        with lock.exclusive(str(root / "locks" / "manifest.lock"), timeout=timeout, what="updating the manifest"):
+            for stale in root.glob(f".{mf.MANIFEST_NAME}.*.tmp"):
+                stale.unlink()
+            try:
+                manifest = Store.open(root, "cache", missing_ok=True).manifest
+            except StoreError as e:
+                log.warning("flyaot: replacing the refused user cache manifest %s: %s", root, e)
+                manifest = None
+            if not manifest or not manifest["specs"]:     # new, empty or refused: start afresh
+                manifest = mf.empty_manifest(flyaot_version=__version__, toolchain=toolchain(), target=target)
+            manifest["specs"] = {k: e for k, e in manifest["specs"].items() if e["key"] != spec.key}
+            manifest["specs"][sid] = entry
+            manifest["specs"] = dict(sorted(manifest["specs"].items()))
+            write_manifest(root, manifest)
+        return True
