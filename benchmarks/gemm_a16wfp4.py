@@ -1,4 +1,5 @@
-"""Dense BF16 x MXFP4 GEMM: the seed's kernel table (kernel_semantics.md 3.7) and the TP8 shapes.
+"""Dense BF16 x MXFP4 GEMM: the published kernel-benchmark shapes and the TP8 shapes
+(docs/families/gemm_a16wfp4.md#performance).
 
     python benchmarks/gemm_a16wfp4.py [--rounds 9] [--emu-max-m 320] [--only 0,1]
 
@@ -20,7 +21,7 @@ from flyaot.runtime.timing import graph_median_us, on_gfx950
 from flyaot.kernel_defs.gemm_a16wfp4 import configs, reference, tiles
 from flyaot.ops import gemm_a16wfp4, prepare_mxfp4_weight
 
-# (N, K, seed target us per M), M in {1, 512, 4096}
+# (N, K, upstream target us per M), M in {1, 512, 4096}
 SHAPES = [(1024, 3584, {1: 10.645, 512: 16.589, 4096: 44.048}),
           (3584, 512, {1: 8.360, 512: 10.912, 4096: 33.172}),
           (8448, 7168, {}), (1536, 7168, {}), (7168, 768, {})]

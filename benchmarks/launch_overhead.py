@@ -4,7 +4,7 @@
     python benchmarks/launch_overhead.py --dry                       # no GPU: flyaot's own host cost
 
 Each figure is the best of `runs` loops of `n` launches of a 1024-element `x += 1` kernel, with no
-sync inside the loop (one after it), the method of shared/measurements.md. `--dry` replaces the
+sync inside the loop (one after it), so the figure is host cost alone. `--dry` replaces the
 driver's launch function by a C no-op, which isolates what flyaot itself adds per launch.
 """
 import argparse

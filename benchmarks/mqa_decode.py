@@ -1,4 +1,4 @@
-"""FP4 paged MQA logits decode: the seed's decode table (kernel_semantics.md 1.9).
+"""FP4 paged MQA logits decode: the published decode benchmark (docs/families/mqa_decode.md#performance).
 
     python benchmarks/mqa_decode.py [--rounds 9] [--emu-max-ctx 1024] [--only 0,1,9]
 
@@ -22,7 +22,7 @@ from flyaot.kernel_defs.mqa_decode import plan as P
 from flyaot.kernel_defs.mqa_decode.geometry import direct_tile
 from flyaot.ops import pa_mqa_logits_fp4
 
-# (batch, next_n, max_ctx, heads, seed "new" target in us)
+# (batch, next_n, max_ctx, heads, upstream target in us)
 SHAPES = [(2, 1, 512, 64, 1.942), (3, 1, 1024, 64, 2.013), (4, 1, 2048, 64, 2.027), (16, 1, 4352, 64, 2.392),
           (8, 1, 8192, 64, 2.416), (1, 1, 32768, 64, 2.056), (1, 1, 65536, 64, 2.270),
           (1, 1, 131072, 64, 2.384), (2, 2, 512, 64, 1.961), (2, 1, 768, 128, 2.048),

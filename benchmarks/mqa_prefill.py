@@ -1,17 +1,17 @@
-"""FP4 paged MQA logits prefill: the seed's prefill table (kernel_semantics.md 2.7).
+"""FP4 paged MQA logits prefill: the published prefill benchmark (docs/families/mqa_prefill.md#performance).
 
     python benchmarks/mqa_prefill.py [--rounds 9] [--only 0,3] [--emu-max-kv 1024] [--emu-max-q 32]
 
 Shapes are B x Q x KV: B sequences, each with Q new query rows scored against a KV of KV tokens, with
 the tail-causal windows of the varqlen rule (row n sees t <= KV - Q + n; square shapes are fully
-causal). This is our reading of the undefined seed shapes (open question Q10); the "AgentX trace" row
+causal): our reading of the undefined published shapes (docs/families/mqa_prefill.md#decisions); the "AgentX trace" row
 has no published shape and is not reproduced. H64, D128, page 64.
 On a gfx950 device: median kernel time (a graph of 20 launches with a fixed schedule, `--rounds`
 rounds). Elsewhere the shapes are scaled down (KV and Q capped) and run on the emulator with the fewest
 schedule slots allowed (one per row), so CTAs walk several chunks as they do at full size. Reported per
 visible (row, token) cell: global bytes the emulator counted (every load: KV, Q, weights, metadata,
 per lane), the KV bytes of the launched schedule (one staged chunk per CTA and chunk), the KV bytes a
-one-row-per-CTA design reads for the same windows (every chunk up to the row's window end, the seed's
+one-row-per-CTA design reads for the same windows (every chunk up to the row's window end, the upstream
 "Old" kernel) and the ratio of the two KV figures, which should be near 1/4 (four rows share a chunk).
 """
 import argparse
@@ -25,7 +25,7 @@ from flyaot.kernel_defs.mqa_prefill.geometry import CHUNK_TOKENS, Geometry
 from flyaot.ops import pa_mqa_logits_fp4_prefill
 from flyaot.ops import compute_prefill_schedule, compute_varqlen_windows
 
-# (batch, q rows per sequence, kv tokens, seed "new" target in us)
+# (batch, q rows per sequence, kv tokens, upstream target in us)
 SHAPES = [(1, 512, 65536, 200.74), (1, 1024, 65536, 377.41), (1, 2048, 32768, 356.27),
           (1, 1024, 131072, 693.36), (4, 256, 16384, 93.07), (8, 128, 8192, 50.87), (1, 4096, 4096, 56.60),
           (1, 8192, 8192, 213.22), (2, 8192, 8192, 423.80), (1, 8192, 32768, 1206.67)]

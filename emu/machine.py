@@ -5,7 +5,7 @@ s_barrier or s_endpgm, and when every live wave waits at the barrier they are al
 timing accurate (s_waitcnt and s_nop do nothing), which is sound for the data-race-free code our
 compiler emits: every cross-wave dependence goes through a barrier.
 
-Initial state follows LLVM AMDGPUUsage "Initial Kernel Execution State" via program.LaunchFacts:
+Initial state follows the AMDGPU ABI (docs/emulator.md#execution-model) via program.LaunchFacts:
 user SGPRs (dispatch ptr, kernarg segment ptr, ... , preloaded kernarg dwords), then system SGPRs
 (workgroup ids, workgroup info, wave offset), v0 = packed work-item ids (x 9:0, y 19:10, z 29:20)
 on gfx90a+, EXEC = the lanes that hold a work-item.

@@ -7,18 +7,15 @@ Layouts (M = N = 16 or 32; g = lane // M is the lane group, r = lane % M):
 - A (M x K): lane holds row r; B (K x N): lane holds column r. Same rule for both operands.
 - bf16/f16 (v_mfma_f32_{16x16x32,32x32x16,16x16x16,32x32x8}_{bf16,f16}): the lane's
   KL = K*M/64 elements are K = KL*g + j, j = 0..KL-1; element j is half j%2 (low half first)
-  of dword j//2. [CDNA3 ISA 7.1.4.2 as gem5's vega MFMA implements it; salykova/AMD blog
-  examples for 16x16x16 f16 and 32x32x8; triton's mfma dot-operand layout (kWidth = KL).]
+  of dword j//2. (Where each layout rule comes from: docs/emulator.md#sources.)
 - f8f6f4 (v_mfma[_scale]_f32_16x16x128_f8f6f4, _32x32x64_): 32 elements per lane, stored
   as 8 dwords (FP8/BF8, one byte each), 6 dwords (FP6/BF6, 6-bit fields, element i at bits
   [6i, 6i+6)) or 4 dwords (FP4, element 2i in the low nibble of byte i).
     FP4, FP6/BF6:  K = 32*g + e                                (e = element 0..31)
     FP8/BF8:       K = (e // 16) * K/2 + 16*g + e % 16
-  FP4 and the 32x32x64 FP8 case follow AMD's "Matrix Core Programming on CDNA3 and CDNA4"
-  (salykova.github.io) and aiter op_tests/opus/device/test_mxfp.cu; the 16x16x128 FP8 case
-  follows triton's scaled-MFMA operand layout (kWidth 16) and the A-fragment layout of an
-  aiter/opus MXFP8 flatmm run with per-32 scales (make_layout_ra_mxsk: [2][lane quarter][16]).
-  aiter's opus test loads 16x16x128 FP8 as K = 32*(e//8) + 8*g + e%8 instead, but with one
+  FP4 and the 32x32x64 FP8 case follow AMD's published matrix-core layouts; the 16x16x128 FP8
+  case follows the scaled-MFMA operand layout compilers and MXFP8 kernels use with per-32
+  scales. One library test loads 16x16x128 FP8 as K = 32*(e//8) + 8*g + e%8 instead, but with one
   uniform scale, where any K order shared by A and B gives the same result.
   FP6/BF6 pack like FP4 (one contiguous run of 32 K per lane group), not like FP8: FlyDSL's
   mxfp4_preshuffle a6w4 GEMM (AMD-validated on MI355X) loads for lane group g the 32 packed
@@ -31,7 +28,7 @@ Layouts (M = N = 16 or 32; g = lane // M is the lane group, r = lane % M):
   the f8f6f4 forms cbsz/blgp select the operand formats instead.
 - Scales: one E8M0 byte per lane and operand. The scale of A's (row r, K-block kb) is held by
   lane r + M*kb (kb = K // 32: 4 blocks for 16x16x128, 2 for 32x32x64); B likewise with the
-  column. [triton chooseScaledMfmaScaleLayout; salykova figure 9.]
+  column.
 - C/D: 16x16: element i of lane l is (row 4*(l//16) + i, col l%16);
        32x32: element i of lane l is (row 8*(i//4) + 4*(l//32) + i%4, col l%32).
 
@@ -39,7 +36,7 @@ Arithmetic: the products and sums are done in float64 and D = C + sum_k A*B is r
 f32; scales multiply each 32-element block. With narrow-format inputs this is exact unless the
 terms span more than 2^53 (hardware accumulates with its own internal precision and order, so
 only exactly representable sums compare bit-for-bit). MFMA ignores EXEC (all 64 lanes take
-part and are written), as gem5's implementation does.
+part and are written).
 """
 from functools import lru_cache
 
@@ -163,7 +160,7 @@ def broadcast_lanes(cbsz: int, abid: int, blgp: int):
     cbsz/abid: lane block `abid` of size 64 >> cbsz is broadcast to all blocks of A.
     blgp (B lane group pattern): 0 identity, 1/2 broadcast lanes 0-31 / 32-63 to both halves,
     3 rotate by 16 (lane l reads l+16), 4..7 broadcast lane group 0..3 (16 lanes) to all.
-    [CDNA3 ISA MFMA broadcast fields (table 29), as AMD's rocjitsu emulator implements them.]
+    (The ISA's MFMA broadcast fields; docs/emulator.md#sources.)
     """
     if cbsz > 6 or abid >= (1 << cbsz) or blgp > 7:
         raise NotImplementedError(f"MFMA broadcast cbsz:{cbsz} abid:{abid} blgp:{blgp} is not defined")

@@ -5,12 +5,12 @@ entry to the end of its function symbol) and caches the result by sha256 of the 
 Instruction addresses are the ELF virtual addresses llvm-objdump prints; branch targets ('label'
 operands) use the same addresses, so `index_of(addr)` / `instr_at(addr)` resolve them.
 
-Launch facts follow LLVM AMDGPUUsage, "Kernel Descriptor" (GFX9 / GFX90A+ layout) and "Initial Kernel
-Execution State": user SGPRs are set up in the order private segment buffer (4), dispatch ptr (2),
-queue ptr (2), kernarg segment ptr (2), dispatch id (2), flat scratch init (2), private segment size
-(1), preloaded kernarg dwords; system SGPRs follow (workgroup id x, y, z, workgroup info, private
-segment wave offset), each only if enabled. gfx90a and later pack the work-item ids into v0
-(x bits 9:0, y bits 19:10, z bits 29:20).
+Launch facts follow the AMDGPU ABI's kernel descriptor (GFX9 / GFX90A+ layout) and initial kernel
+execution state (docs/emulator.md#execution-model): user SGPRs are set up in the order private
+segment buffer (4), dispatch ptr (2), queue ptr (2), kernarg segment ptr (2), dispatch id (2), flat
+scratch init (2), private segment size (1), preloaded kernarg dwords; system SGPRs follow (workgroup
+id x, y, z, workgroup info, private segment wave offset), each only if enabled. gfx90a and later
+pack the work-item ids into v0 (x bits 9:0, y bits 19:10, z bits 29:20).
 """
 import hashlib
 import logging

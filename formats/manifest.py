@@ -4,7 +4,7 @@ Layout of a store directory:
     manifest.json           this schema
     <target>/<spec id>.co   code objects
 
-Written canonically (sorted keys, fixed separators, trailing newline) so the same specs always give
+Written deterministically (sorted keys, a fixed indent, trailing newline) so the same specs always give
 byte-identical manifests: no timestamps, paths or host names.
 """
 import hashlib

@@ -150,7 +150,7 @@ def selftest(device):
         yield check(name, lambda: case(m, n, k, m + n + k))
 
 
-# (M, N, K): the seed's shapes (kernel_semantics.md section 3) at M in {1, 512, 4096}.
+# (M, N, K): the published benchmark shapes (docs/families/gemm_a16wfp4.md#performance) at M in {1, 512, 4096}.
 _BENCH_GPU = ((1, 8448, 7168), (512, 8448, 7168), (4096, 8448, 7168), (1, 1536, 7168), (1, 7168, 768),
               (4096, 1024, 3584), (1, 3584, 512))
 _BENCH_EMU = ((1, 256, 512), (64, 256, 256))

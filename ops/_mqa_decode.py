@@ -159,14 +159,14 @@ def selftest(device):
     yield check("direct H64 D128 p64 next_n=3 ctx=[70,0,130]", lambda: case(3, [70, 0, 130], 3, 64, 160))
 
 
-# (batch, next_n, max_ctx, heads): rows of the seed's decode table (kernel_semantics.md 1.9).
+# (batch, next_n, max_ctx, heads): rows of the published decode benchmark (docs/families/mqa_decode.md#performance).
 _BENCH_GPU = ((2, 1, 512, 64), (16, 1, 4352, 64), (1, 1, 65536, 64), (2, 1, 768, 128), (32, 4, 32768, 64))
 _BENCH_EMU = ((2, 1, 512, 64),)
 
 
 def bench(device):
     """Median us per `pa_mqa_logits_fp4` call (including the op's -inf fill and schedule) on rows of the
-    seed's decode table: H64 (or H128), D128, page 64, ragged contexts averaging max_ctx / 2."""
+    published decode benchmark: H64 (or H128), D128, page 64, ragged contexts averaging max_ctx / 2."""
     from ..runtime.hooks import timed
     emu = torch.device(device).type == "cpu"
     for batch, next_n, max_ctx, heads in _BENCH_EMU if emu else _BENCH_GPU:

@@ -298,8 +298,8 @@ def selftest(device):
     yield check("varqlen H64 D128 p64 qlens=[2,0,1] + 1 padding row", varqlen)
 
 
-# (batch, q rows per batch, kv tokens): rows of the seed's prefill table (kernel_semantics.md 2.7), causal
-# windows (row n of a batch sees t <= kv - q + n).
+# (batch, q rows per batch, kv tokens): rows of the published prefill benchmark, causal windows (row n of a
+# batch sees t <= kv - q + n); see docs/families/mqa_prefill.md#performance.
 _BENCH_GPU = ((8, 128, 8192), (4, 256, 16384), (1, 4096, 4096), (1, 512, 65536))
 _BENCH_EMU = ((1, 4, 256),)
 

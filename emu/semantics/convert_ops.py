@@ -1,6 +1,5 @@
 """Conversions to and from the narrow formats (bf16, FP8/BF8, FP6/BF6, FP4), per the CDNA4
-ISA pseudocode (read in tinygrad's autogen cdna/str_pcode.py; gem5's vop3_cvt.hh agrees on the
-operand roles).
+ISA pseudocode (docs/emulator.md#sources).
 
 op_sel is read as encoded (bit i = instruction bit 11+i, common.mbit), which is how the ISA's
 OPSEL[3:0] is defined: byte/word selects of a narrow source use OPSEL[1:0] / OPSEL[0], the

@@ -5,8 +5,8 @@ Operands arrive as llvm-objdump prints them: `v_mfma_* D, A, B, C` and
 v_mfma_ld_scale_b32 prefix folded into one line by the decoder, which also supplies
 mods['scale_a_byte'] / ['scale_b_byte'] = op_sel_hi bit * 2 + op_sel bit; tests/emu/test_mfma.py
 checks that against the intrinsic's opsel (byte index) through llc-22). A scale operand that
-is not a VGPR supplies bits [30:23] instead of a byte (hardware behaviour quoted by LLVM,
-llvm-project#158117, which now only allows VGPRs there).
+is not a VGPR supplies bits [30:23] instead of a byte (hardware behaviour as the LLVM backend
+described it before allowing only VGPRs there; docs/emulator.md#assumptions-and-doubts).
 MFMAs write all 64 lanes regardless of EXEC; v_accvgpr_* are ordinary VALU moves under EXEC.
 """
 import numpy as np

@@ -11,10 +11,9 @@ inside a registered allocation (memory.py raises otherwise).
 Buffer loads with the `lds` bit (LDS DMA: no VGPR is written) store each active lane's data in
 LDS at
     M0 + inst_offset + lane * (4 if bytes <= 4 else 16)
-and an out-of-range lane stores zeros there. [CDNA3 ISA "buffer load to LDS":
-LDS_ADDR = LDSbase + LDS_offset(M0) + inst_offset + TID*4; gfx950 adds dwordx3/x4, for which
-LLVM's AMDGPU DMA-operations doc gives the 16 * lane_id stride, and states the immediate offset
-applies to both the memory and the LDS address.] Only dword/dwordx3/dwordx4 are implemented
+and an out-of-range lane stores zeros there (the ISA's LDS_ADDR = LDSbase + M0 + inst_offset +
+TID*4; gfx950 adds dwordx3/x4 with a 16 * lane stride, and the immediate offset applies to both
+the memory and the LDS address; docs/emulator.md#sources). Only dword/dwordx3/dwordx4 are implemented
 (the sizes our compiler emits); the sub-dword forms raise.
 """
 import numpy as np

@@ -3,8 +3,8 @@
 N and K are runtime kernel arguments, so a config is only a tile shape and pipeline order; a tuned
 (N, K) entry picks, per M bucket, the tile that fills MI355X's 256 CUs best for that shape, and the
 generic entry serves every other N, K divisible by 256. The numbers are first choices reasoned from
-grid size, LDS and register budgets (Q13: upstream publishes none); they have not been timed on
-gfx950.
+grid size, LDS and register budgets (upstream publishes none); they have not been timed on gfx950
+(docs/families/gemm_a16wfp4.md#decision-tiles).
 
 M buckets: "d16" M <= 16 and "d32" M <= 32 (decode), "mid" M <= 256, "prefill" beyond.
 """

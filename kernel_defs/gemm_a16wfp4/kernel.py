@@ -21,18 +21,18 @@ Per workgroup (4 waves, tile bm x bn, see tiles.py):
   stores are dropped), so any M works; the grid is (ceil(M / bm), N / bn): x-adjacent workgroups are
   the M blocks of one N block and share its B tiles in cache.
 
-Decisions on the open questions (kernel_semantics.md section 5):
-- Q11: the E8M0 byte e becomes the f32 scale 2^(e-127) exactly: e << 23 for 1..254, the denormal
+Design decisions (docs/families/gemm_a16wfp4.md#decisions):
+- Scale edge cases: the E8M0 byte e becomes the f32 scale 2^(e-127) exactly: e << 23 for 1..254, the denormal
   0x00400000 for e = 0 and a quiet NaN for e = 0xFF, so the whole 32-group decodes to NaN. Products
   are exact in f32 and in bf16 (E2M1 has 2 significant bits), so the decode equals the canonical
   reference, including bf16 subnormals for e = 0 and +-inf for 6 * 2^(e-127) >= 2^128. The kernels
   run with f32 and f16/f64 denormals preserved (FLOAT_DENORM_MODE = 3 in the descriptor, tested);
   that the conversion honours it for e = 0 is checked on the emulator only, not on hardware.
   -0 codes sum to +0 in the GEMM, as in the reference matmul.
-- Q12: aiter's canonical 16x16 weight shuffle and e8m0 scale shuffle (layout.py), so weights prepared
+- Layout: aiter's canonical 16x16 weight shuffle and e8m0 scale shuffle (layout.py), so weights prepared
   for aiter/FlyDSL MXFP4 kernels are accepted unchanged. Host API in ops/_gemm_a16wfp4.py.
-- Q13: tiles chosen in configs.py by reasoning (grid fill, LDS, VGPR budgets), not timed on gfx950.
-- Q14: the TP2 shapes get their own table rows; nothing assumes a model role.
+- Tiles: chosen in configs.py by reasoning (grid fill, LDS, VGPR budgets), not timed on gfx950.
+- Shapes: the TP2 benchmark shapes get their own table rows; nothing assumes a model role.
 N, K, M and both row strides are runtime arguments; a spec is only a tile config.
 """
 import flydsl.compiler as flyc
@@ -68,7 +68,7 @@ def _bitcast_f32(bits):
 
 
 def _e8m0_scale(packed, shift):
-    """f32 value of the E8M0 byte at bit `shift` of a loaded i8/i16 (see Q11 in the module doc)."""
+    """f32 value of the E8M0 byte at bit `shift` of a loaded i8/i16 (scale edge cases in the module doc)."""
     e = (Int32(fx.arith.extui(T.i32, _ir(packed))) >> shift) & 0xFF
     bits = (e == 0).select(Int32(_SCALE_E0), e << 23)
     return _bitcast_f32((e == 0xFF).select(Int32(_SCALE_NAN), bits))

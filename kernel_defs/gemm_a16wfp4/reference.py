@@ -1,4 +1,4 @@
-"""Torch reference of the A16WFP4 GEMM (kernel_semantics.md 3.1) and test-data makers.
+"""Torch reference of the A16WFP4 GEMM (docs/families/gemm_a16wfp4.md#operation) and test-data makers.
 
 Canonical decode: W[n, k] = bf16(e2m1(code) * 2^(e[n, k // 32] - 127)) computed in f32 (exact: E2M1
 has two significant bits), 0xFF -> NaN for the whole 32-group; then Y = bf16(X @ W^T) accumulated in

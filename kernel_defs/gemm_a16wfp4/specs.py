@@ -1,4 +1,4 @@
-"""gemm_a16wfp4 family: dense BF16 x MXFP4 GEMM (kernel_semantics.md section 3), the prebuilt set.
+"""gemm_a16wfp4 family: dense BF16 x MXFP4 GEMM (docs/families/gemm_a16wfp4.md), the prebuilt set.
 
 Compile-time: pipeline order, tile (bm, bn), intra-workgroup split-K factor sk, 128-K blocks per wave
 per step kb. Runtime: M, N, K, both row strides. The spec list is every config configs.py names

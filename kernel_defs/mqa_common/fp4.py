@@ -1,4 +1,4 @@
-"""MXFP4 numerics (kernel_semantics.md section 0), written from the format definition.
+"""MXFP4 numerics (docs/families/mxfp4.md), written from the format definition.
 
 E2M1 code c = s e1 e0 m; E8M0 byte e means 2^(e-127) (0xFF is NaN); one scale per 32 consecutive
 elements along the reduction axis; element 2i in the low nibble of byte i.
@@ -59,7 +59,7 @@ def _nearest_code(x: torch.Tensor) -> torch.Tensor:
 
 
 def quant_mxfp4(x: torch.Tensor):
-    """MX quantizer of the upstream tests: per 32-group e = clamp(ceil(log2(amax/6)) + 127, 0, 254),
+    """MX quantizer (docs/families/mxfp4.md#quantizer): per 32-group e = clamp(ceil(log2(amax/6)) + 127, 0, 254),
     values rounded to the nearest E2M1 grid point. Returns (packed [..., D/2] uint8, scales [..., D/32] uint8)."""
     d = x.shape[-1]
     if d % SCALE_GROUP:

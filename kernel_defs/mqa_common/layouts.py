@@ -1,4 +1,4 @@
-"""Kernel ABI layouts of the FP4 paged MQA logits kernels (kernel_semantics.md 1.3), and test-data makers.
+"""Kernel ABI layouts of the FP4 paged MQA logits kernels (docs/families/mqa_decode.md#formats), and test-data makers.
 
 Q values   q_fp4[..., H, D/2]                         natural, nibble-packed
 Q scales   q_scale[..., KT, 4, 16, QS_PAD]            byte (kt, g, r, mi) = scale of head 16*mi + r, group 4*kt + g
@@ -7,7 +7,8 @@ KV scales  kv_scale[page, KT, 4, P]                   byte (kt, c, s(o)),  s(o) 
 
 KT = D / 128. The scale slot s(o) puts the bytes of tokens {x, x + P/4, x + 2P/4, x + 3P/4} into one
 aligned dword. This is the formula of the upstream test writer (a (4, P/4) -> (P/4, 4) transpose), which
-equals the snapshot P=64 reader and the "four equal token groups" of PR5518 for P=128 (open question Q4).
+equals the P=64 reader and makes a P=128 page four equal token groups
+(docs/families/mqa_decode.md#decision-page-128-scales).
 """
 from dataclasses import dataclass
 

@@ -1,4 +1,4 @@
-"""The scoring formula both MQA logits families share (kernel_semantics.md 1.1 / 2.1), in float64.
+"""The scoring formula both MQA logits families share (docs/families/mqa_decode.md#operation), in float64.
 
 L[r, t] = weight_scale * sum_h w[r, h] * relu(sum_d Qd[r, h, d] * Kd[t, d])
 
@@ -31,6 +31,7 @@ def compare(out: torch.Tensor, ref: torch.Tensor, visible: torch.Tensor) -> dict
 
 
 def passes(metrics: dict) -> bool:
-    """The issue's criteria: cosine >= 0.99999, max |err| <= 1e-3 max|ref|, invisible cells exactly -inf."""
+    """Acceptance (docs/families/mqa_decode.md#numerics): cosine >= 0.99999, max |err| <= 1e-3 max|ref|,
+    invisible cells exactly -inf."""
     return (metrics["finite"] and metrics["cosine"] >= 0.99999 and metrics["max_rel_err"] <= 1e-3
             and metrics["hidden_all_neg_inf"])

@@ -8,7 +8,7 @@ from ..mqa_common import layouts
 
 WAVE = 64
 NTILE = 16             # tokens per MFMA n-tile
-QUAD = 4 * NTILE       # 4 n-tiles whose scales share one dword (kernel_semantics.md 1.3)
+QUAD = 4 * NTILE       # 4 n-tiles whose scales share one dword (docs/families/mqa_decode.md#kv-scales)
 VALUE_LOAD = 16        # bytes per lane per KV value load
 SCALE_LOAD = 4         # bytes per lane per KV scale load
 

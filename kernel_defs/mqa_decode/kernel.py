@@ -1,31 +1,31 @@
 """FP4 paged MQA logits decode kernels for gfx950, written in FlyDSL.
 
-Decisions on the open questions of kernel_semantics.md section 1 (Q3-Q7, Q15):
-- Q2 weight_scale multiplies the head sum once per token (after the cross-lane reduction).
-- Q3 strides: every stride is a runtime argument: KV value and scale page strides in bytes (Int64), the
+Design decisions (docs/families/mqa_decode.md#decisions):
+- weight_scale multiplies the head sum once per token (after the cross-lane reduction).
+- Strides: every stride is a runtime argument: KV value and scale page strides in bytes (Int64), the
   block-table row stride in int32 elements, the output row stride in f32 elements (Int64). Page, row
   and Q/weight bases are folded into 64-bit buffer-resource bases; per-lane offsets stay 32-bit.
-- Q4 page-128 scales: slot s(o) = (o % (P/4)) * 4 + o // (P/4) (the upstream test writer's layout,
+- Page-128 scales: slot s(o) = (o % (P/4)) * 4 + o // (P/4) (the upstream test writer's layout,
   "four equal token groups"). A quad of four n-tiles covers tokens {q*P/4 + 16h + r}, so one LDS dword
   holds its four scale bytes; n-tile q shifts it right by 8q (Q scales likewise by 8*(mi % 4), once per
   CTA) and the MFMA reads byte 0.
-- Q6/Q7 staged-LDS generic kernel: one query row (b, n) per CTA (the upstream cta_info format), a chunk
+- Staged-LDS generic kernel: one query row (b, n) per CTA (the upstream cta_info format), a chunk
   of block_k tokens = whole pages copied verbatim into LDS with 16-byte (values) and 4-byte (scales)
   loads whose page id is wave-uniform; the next chunk's loads are in flight while the current chunk
   is computed. next_n is a runtime scalar (it only enters b = row / next_n and the causal limit).
-- Q5 direct path (direct.py): taken for D128 with H64 or H128, page 64 or 128, any next_n 1..8, when the
+- Direct path (direct.py): taken for D128 with H64 or H128, page 64 or 128, any next_n 1..8, when the
   schedule is internal and the caller overrides nothing (no cta_info/total_ctas, block_k, num_warps or
   parallel_unit_num: those keep their staged meaning). Strides, next_n and max_seq_len are runtime
   arguments as in the staged kernel, so shared-pool pages and strided outputs take the direct path too.
   Variants (compile-time): tile 32 tokens with vector weight loads, tile 64 with vector loads, tile 64
   with scalar (SGPR) weight loads -> 2 heads x 2 pages x 3 = 12 specs. KV values and scales go from
   global memory straight to registers; LDS holds only the head-reduction partials (2 x 8 x tile f32).
-- Q6 direct grid = B x ceil(max_seq_len / tile), 2-D (chunk, sequence); next_n is not in it: the rows of
+- Direct grid = B x ceil(max_seq_len / tile), 2-D (chunk, sequence); next_n is not in it: the rows of
   a sequence share the CTA (its KV registers serve every row; a runtime row loop prefetches the next
   row's Q, Q scales and weights), so "next_n does not itself create additional waves". The grid is
   sized from max_seq_len (a host int; no sync on context_lens); CTAs past a context exit at once.
   Tile rule: 32 tokens while B x ceil(max_seq_len / 32) <= 1024 CTAs, else 64 tokens; scalar weight
-  loads when even B x ceil(max_seq_len / 64) > 1024 (seed shapes: 2x512, 3x1K, 4x2K, 1x32K, 2x2x512,
+  loads when even B x ceil(max_seq_len / 64) > 1024 (benchmark shapes: 2x512, 3x1K, 4x2K, 1x32K, 2x2x512,
   2x768 -> 32; 8x8K, 1x64K -> 64; 16x4352, 1x128K, 32x4x32K -> 64 + scalar). Both tiles use the same
   two waves; they split the heads, not the tokens ("head waves"): per 32-token chunk a row's Q
   (H x 64 B) outweighs the KV (32 x 68 B), so each wave loading half of Q and all of the KV reads less
@@ -35,8 +35,8 @@ Decisions on the open questions of kernel_semantics.md section 1 (Q3-Q7, Q15):
   budget). Emulator counters (benchmarks/mqa_decode.py): per visible cell the direct kernel issues more
   global-load bytes than the persistent staged one at next_n = 1 (Q and weights are re-read per chunk:
   ~360 B vs ~180-290 B at tile 32, ~215-245 B at tile 64) and fewer at MTP4 (109 B vs 182 B), with
-  ~1/3 of the staged kernel's per-wave path length and 8x its CTAs on the small seed shapes.
-- Q15 block tables: an entry is read only for pages < ceil(min(ctx, max_seq_len) / P): indices are
+  ~1/3 of the staged kernel's per-wave path length and 8x its CTAs on the small benchmark shapes.
+- Block tables: an entry is read only for pages < ceil(min(ctx, max_seq_len) / P): indices are
   clamped to that last page and the table resource is bounded to that many entries. Chunks past the
   row's visible limit are not computed at all; tokens past it inside a chunk are computed, never stored.
   The direct kernel reads one entry per CTA, t0 // P for a chunk starting at t0 < min(ctx, max_seq_len).

@@ -1,4 +1,4 @@
-"""Torch reference of FP4 paged MQA logits decode (kernel_semantics.md 1.1), from the formula.
+"""Torch reference of FP4 paged MQA logits decode (docs/families/mqa_decode.md#operation), from the formula.
 
 Row b*next_n + n sees logical tokens t <= ctx_b - next_n + n; every other cell up to max_seq_len is -inf.
 """

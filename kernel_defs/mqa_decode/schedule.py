@@ -1,7 +1,7 @@
 """Persistent varctx schedule (cta_info) for the staged decode kernel, built with device-side torch ops.
 
 No host sync (every shape is derived from host ints: B, next_n, Pgrid, max_seq_len), so it can be
-captured in a CUDA/HIP graph with a fixed `out` buffer. Semantics of kernel_semantics.md 1.4:
+captured in a CUDA/HIP graph with a fixed `out` buffer (docs/families/mqa_decode.md#schedule):
   chunks_b = ceil(min(ctx_b, max_seq_len) / block_k); safe = the smallest s in [1, s_max] with
   next_n * sum_b ceil(chunks_b / s) <= Pgrid (max_b chunks_b if none); batch b gets ceil(chunks_b / safe)
   slots of `safe` chunks; slot s serves rows s*next_n + n with (b*next_n + n, start, count, ctx_b);

@@ -1,4 +1,4 @@
-"""mqa_decode family: FP4 paged MQA logits decode (kernel_semantics.md section 1), the prebuilt matrix.
+"""mqa_decode family: FP4 paged MQA logits decode (docs/families/mqa_decode.md), the prebuilt matrix.
 
 Compile-time: path, heads, head_dim, page_size, block_k (staged chunk / direct tile tokens), num_warps,
 weight_load (direct path: vector or scalar weight loads). Runtime: next_n, every stride (including the

@@ -1,11 +1,11 @@
-"""FlyDSL source of the FP4 paged MQA logits prefill kernel (issue 6): four same-batch query rows per CTA
+"""FlyDSL source of the FP4 paged MQA logits prefill kernel: four same-batch query rows per CTA
 share one LDS-staged KV chunk.
 
-One CTA = 4 waves; wave w scores query row `first_row + w` of its row group (kernel_semantics.md 2.1).
+One CTA = 4 waves; wave w scores query row `first_row + w` of its row group (docs/families/mqa_prefill.md).
 Per chunk of CHUNK_TOKENS = 256 logical tokens (4 pages at P=64, 2 at P=128) the 256 threads load the
 chunk's page values and scales (one 16-byte piece per thread per 4 KiB, one scale dword per thread per
 KiB) and write them unchanged into one LDS stage, so LDS holds exactly the chunk in the page layout of
-kernel_semantics.md 1.3. Every wave then reads B operands from that stage for its own row: for each
+docs/families/mqa_decode.md#kv-pages. Every wave then reads B operands from that stage for its own row: for each
 32-token tile, v_mfma_scale_f32_32x32x64_f8f6f4 with the 32 heads of an m-tile as rows (A = the wave's
 Q, held in VGPRs for the CTA's life) and the 32 tokens as columns, FP4 A and B with E8M0 byte-selected
 scales. The weighted ReLU head-sum is done per lane over its 16 accumulator rows, the two lane halves
@@ -15,18 +15,18 @@ ends with one token and a wave stores 64 contiguous logits. The next chunk's glo
 been computed. Stores are masked per wave by its own window with a buffer bound (num_records =
 window end) and an out-of-range offset below the window start, never a branch per lane.
 
-Decisions on the open questions (kernel_semantics.md section 5):
-- Q8 (schedule): row groups are maximal runs of consecutive rows with equal `row_to_batch`, cut every
+Design decisions (docs/families/mqa_prefill.md#decisions):
+- Schedule: row groups are maximal runs of consecutive rows with equal `row_to_batch`, cut every
   four rows; a group's chunks are those of the union of its rows' windows, split into equal slices
   over a fixed number of schedule slots (schedule.py). cta_info is int32 [slots, 8]:
   (first_row, n_rows, batch, chunk_start, chunk_count, last_page, 0, 0); chunk_count 0 = idle slot.
   Pages are read only up to `last_page` (the union window's last page, further clamped to the block
-  table width), so table entries past a sequence's end are never dereferenced (Q15).
-- Q9: D=128 and D=256 are both built (D=256 stages 34,816 bytes per chunk).
+  table width), so table entries past a sequence's end are never dereferenced.
+- D=128 and D=256 are both built (D=256 stages 34,816 bytes per chunk).
 - P=128: the chunk stays 256 tokens (two pages), so the staged bytes are the same as at P=64. KV scale
-  slots follow kv_scale_slot of mqa_common.layouts, s(o) = (o % (P/4))*4 + o // (P/4) (Q4).
-- Q2: weight_scale multiplies the head sum once per token (the reference's order), not the weights.
-- Q10: the benchmark reads B x Q x KV as Q tail-causal rows per sequence over a KV of KV tokens (the
+  slots follow kv_scale_slot of mqa_common.layouts, s(o) = (o % (P/4))*4 + o // (P/4).
+- weight_scale multiplies the head sum once per token (the reference's order), not the weights.
+- The benchmark reads B x Q x KV as Q tail-causal rows per sequence over a KV of KV tokens (the
   varqlen rule); see benchmarks/mqa_prefill.py.
 Padding heads (H % 32 == 16) load a real Q row and their accumulator rows are never read. ReLU is
 v_max_f32 with no NaN quieting: an E8M0 0xFF (NaN) scale is not propagated the way the reference does.
@@ -179,7 +179,7 @@ def _page_logits(g: Geometry, lds, j, qa, qs, w, lane_v, lane_s, shift_s):
         bscale.append(fx.shrui(d, shift_s) if shift_s is not None else d)
     sums = []
     for tt in range_constexpr(g.tiles_per_page):
-        # byte of token 32tt + l32 in the (pre-shifted) scale dword; see kernel_semantics.md 1.3
+        # byte of token 32tt + l32 in the (pre-shifted) scale dword; see docs/families/mqa_decode.md#kv-scales
         opsel_b = 2 * tt if P == 64 else tt
         bv = []
         for ks in range_constexpr(g.k_steps):

@@ -1,4 +1,4 @@
-"""Torch reference of the prefill logits (kernel_semantics.md 2.1), its window rules, and test data.
+"""Torch reference of the prefill logits (docs/families/mqa_prefill.md#operation), its window rules, and test data.
 
 L[r, t] = weight_scale * sum_h w[r, h] * relu(Qd[r, h, :] . Kd[rb[r], t, :])   for ls[r] <= t < le[r]
 L[r, t] = -inf                                                                 elsewhere, t < max_seq_len

@@ -2,7 +2,7 @@
 data-dependent shapes, so both builders can run inside a CUDA/HIP graph capture.
 
 - `varqlen_windows`: per packed query row (batch, window start, window end) from cu_seq_q and
-  context_lens (kernel_semantics.md 2.1): row n of batch b sees t <= ctx_b - qlen_b + n; rows at or
+  context_lens (docs/families/mqa_prefill.md#operation): row n of batch b sees t <= ctx_b - qlen_b + n; rows at or
   past cu[B] (graph padding) get an empty window.
 - `build_schedule`: the row groups and the per-CTA work list (cta_info, int32 [slots, 8]):
   (first_row, n_rows, batch, chunk_start, chunk_count, last_page, 0, 0).

@@ -1,6 +1,6 @@
 """The prefill family: every (H, D, page size) spec is prebuilt; everything else is a runtime argument.
 
-H 16..128 step 16 x D {128, 256} x P {64, 128} = 32 specs. Budget (issue 6): for D128 H64 P64 the LDS is
+H 16..128 step 16 x D {128, 256} x P {64, 128} = 32 specs. Budget: for D128 H64 P64 the LDS is
 exactly the staged chunk (17,408 bytes) and at most 126 VGPRs; every spec's LDS is exactly its chunk.
 """
 from ..mqa_common.inputs import HEAD_DIMS, HEADS, PAGE_SIZES

@@ -2,12 +2,9 @@
 
 The matrices are placed into lane registers by the explicit loops below, written from AMD's
 documentation of the layouts, independently of emu/mfma.py:
-- bf16/f16 A/B and the C/D accumulators: CDNA3 ISA section 7.1.4.2 (as gem5's vega MFMA reads
-  it) and the examples in AMD's "Matrix Core Programming on CDNA3 and CDNA4" blog
-  (salykova.github.io 2025-10-01): lane l holds row l % M, elements K = KL*(l // M) + j.
-- f8f6f4 operands and scales: the same blog (FP4 and FP8 32x32x64 figures), aiter
-  op_tests/opus/device/test_mxfp.cu and triton's scaled-MFMA layouts (FP8 16x16x128 and the
-  scale lanes). See mfma.py for which claims rest on which source.
+- bf16/f16 A/B and the C/D accumulators: lane l holds row l % M, elements K = KL*(l // M) + j.
+- f8f6f4 operands and scales: the FP4/FP8 layouts and scale lanes of docs/emulator.md#mfma.
+docs/emulator.md#sources says which claim rests on which source.
 Data are chosen so every sum is exact in float64, hence independent of summation order and
 comparable bit for bit after the single rounding to f32.
 """

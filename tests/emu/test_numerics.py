@@ -68,7 +68,7 @@ def ref_round(name: str, x: float, saturate: bool) -> int:
 
 # ---------------------------------------------------------------- decoding
 def test_fp4_every_code():
-    # E2M1 magnitudes listed in the OCP MX spec / kernel_semantics.md 0.1
+    # E2M1 magnitudes listed in the OCP MX spec (docs/families/mxfp4.md#e2m1)
     mags = [0, 0.5, 1, 1.5, 2, 3, 4, 6]
     expect = mags + [-v for v in mags]
     got = N.FP4.decode(np.arange(16))

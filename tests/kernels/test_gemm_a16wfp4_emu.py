@@ -1,5 +1,5 @@
 """A16WFP4 GEMM code objects executed on the gfx950 emulator through the runtime path, against the
-torch reference (kernel_semantics.md 3.6 acceptance). N and K are runtime arguments, so scaled-down
+torch reference (docs/families/gemm_a16wfp4.md#numerics). N and K are runtime arguments, so scaled-down
 shapes run exactly the code objects the production shapes use."""
 import pytest
 import torch
@@ -154,7 +154,7 @@ def test_budgets_hold_in_the_built_metadata(store):
         assert r["lds"] == tiles.tile(e["params"]).lds_bytes, sym
         if e["params"]["order"] == "decode":
             assert r["vgpr"] + r["agpr"] <= 256 and r["lds"] <= 80 * 1024, sym
-        # Q11: the E8M0 0x00 decode needs f32 denormals kept (COMPUTE_PGM_RSRC1 FLOAT_DENORM_MODE_32 = 3).
+        # The E8M0 0x00 decode needs f32 denormals kept (COMPUTE_PGM_RSRC1 FLOAT_DENORM_MODE_32 = 3).
         rsrc1 = codeobject.parse((store["root"] / e["file"]).read_bytes()).descriptor(sym).pgm_rsrc1
         assert (rsrc1 >> 16) & 3 == 3, sym
     for b in ("d16", "d32"):

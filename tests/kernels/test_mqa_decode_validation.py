@@ -160,7 +160,7 @@ def test_dispatch_direct_only_for_internal_d128_h64_h128(monkeypatch):
 
 def test_direct_tile_follows_the_grid_size():
     # 32-token tiles while B * ceil(max_seq_len / 32) <= 1024 CTAs, then 64-token tiles; scalar weight loads
-    # once even the 64-token grid exceeds 1024 CTAs (the seed's shapes: 2x512, 1x32K -> 32; 1x64K -> 64).
+    # once even the 64-token grid exceeds 1024 CTAs (benchmark shapes: 2x512, 1x32K -> 32; 1x64K -> 64).
     assert direct_tile(2, 512) == (32, False)
     assert direct_tile(1, 32768) == (32, False)
     assert direct_tile(1, 32769) == (64, False)

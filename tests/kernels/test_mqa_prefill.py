@@ -1,4 +1,4 @@
-"""mqa_prefill code objects executed on the gfx950 emulator through the runtime path (issue 6 acceptance).
+"""mqa_prefill code objects executed on the gfx950 emulator through the runtime path (acceptance).
 
 The family is built by the real build CLI into a fresh store that the runtime serves with JIT off, so
 the tests run the shipped code objects and read their shipped metadata. Criteria (mqa_common.reference):
