@@ -134,3 +134,42 @@ def check_choice(name: str, v, allowed) -> None:
     """An unsupported value of a dispatch axis (e.g. head dim 96): say what is supported."""
     if v not in allowed:
         raise ValueError(f"{name}={v!r} is not supported (supported: {', '.join(map(repr, allowed))})")
+
+
+def _byte_span(t):
+    """[first, last + 1) byte addresses a tensor's elements occupy; None when it has none."""
+    if t.numel() == 0:
+        return None
+    lo = hi = 0
+    for n, s in zip(t.shape, t.stride()):
+        if s >= 0:
+            hi += (n - 1) * s
+        else:
+            lo += (n - 1) * s
+    base, size = t.data_ptr(), t.element_size()
+    return base + lo * size, base + (hi + 1) * size
+
+
+def check_no_overlap(out_name: str, out, **inputs) -> None:
+    """`out` shares no byte with any named input (None values skipped): a kernel writing `out` while it
+    reads an input it overlaps computes garbage. Conservative: byte ranges, not exact element sets, so
+    two interleaved views of one buffer count as overlapping. Host metadata only, no sync."""
+    span = _byte_span(out)
+    if span is None:
+        return
+    for name, t in inputs.items():
+        if t is None:
+            continue
+        other = _byte_span(t)
+        if other is not None and span[0] < other[1] and other[0] < span[1]:
+            raise ValueError(f"{out_name}: its memory overlaps {name} (bytes 0x{span[0]:x}-0x{span[1]:x} and "
+                             f"0x{other[0]:x}-0x{other[1]:x}); an output must not alias an input")
+
+
+def check_rows_disjoint(name: str, t) -> None:
+    """A 2-D output with unit column stride whose rows do not overlap (row stride >= width), so no
+    two cells are the same memory (torch.empty(1, L).expand(R, L) is refused)."""
+    rows, width = t.shape
+    if rows > 1 and width > 0 and t.stride(0) < width:
+        raise ValueError(f"{name}: row stride {t.stride(0)} is below the row width {width}, so rows overlap "
+                         f"(shape {tuple(t.shape)}, stride {t.stride()})")
