@@ -48,8 +48,14 @@ def check_weight(weight: PreparedMXFP4Weight) -> None:
     """The tensors of a PreparedMXFP4Weight hold what its n and k promise (a hand-built one may not):
     uint8 [n, k/2] codes and [n, k/32] scales on one device, contiguous when fused (the kernels read
     them as flat buffers). Shapes only, no sync."""
-    n = check_int("weight.n", weight.n, lo=0)
-    k = check_int("weight.k", weight.k, lo=0)
+    w, s, n, k = weight.weight, weight.scales, weight.n, weight.k
+    if (type(n) is int and type(k) is int and k % 32 == 0 and isinstance(w, torch.Tensor)       # fast path
+            and isinstance(s, torch.Tensor) and w.dtype == s.dtype == torch.uint8
+            and w.shape == (n, k // 2) and s.shape == (n, k // 32) and w.device == s.device
+            and (not weight.fused or (w.is_contiguous() and s.is_contiguous()))):
+        return
+    n = check_int("weight.n", n, lo=0)
+    k = check_int("weight.k", k, lo=0)
     if k % 32:
         raise ValueError(f"weight: K={k} is not a multiple of 32")
     check_tensor("weight.weight", weight.weight, dtype=torch.uint8, shape=(n, k // 2), contiguous=weight.fused)
