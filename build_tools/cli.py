@@ -18,6 +18,10 @@ def _cmd_build(a) -> int:
         print("error: a partial build (--family, --shard, --from-misses) would replace the package's full "
               "prebuilt store; give --out DIR", file=sys.stderr)
         return 2
+    out = pathlib.Path(a.out)
+    if out.exists() and not out.is_dir():        # found before compiling, not as a traceback after
+        print(f"error: --out {a.out} exists and is not a directory", file=sys.stderr)
+        return 2
     try:
         if a.from_misses:
             specs = sp.specs_from_misses(a.from_misses)
@@ -26,7 +30,7 @@ def _cmd_build(a) -> int:
         if a.shard:
             specs = sp.shard(specs, *sp.parse_shard(a.shard))
         report = build(specs, out=a.out, cache_dir=a.cache, jobs=a.jobs, timeout=a.timeout)
-    except (ToolchainError, ValueError, KeyError) as e:
+    except (ToolchainError, ValueError, KeyError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     for key, reason in sorted(report.failures.items()):

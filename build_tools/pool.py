@@ -203,6 +203,9 @@ def _context():
 def compile_all(specs, *, jobs: int, timeout: float, toolkit_root: str, on_result=None) -> list:
     """Compile every spec, each in a process of its own; return Outcomes in spec order. Never raises
     for a failing spec."""
+    if not (0 < timeout < float("inf")):        # nan would never time out, <= 0 would fail every spec
+        raise ValueError(f"the per-spec timeout (--timeout, FLYAOT_BUILD_TIMEOUT) must be a finite number of "
+                         f"seconds > 0, got {timeout!r}")
     if not specs:
         return []
     ctx = _context()

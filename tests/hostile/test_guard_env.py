@@ -40,3 +40,21 @@ def test_explicit_linker_that_is_a_toolkit_wrapper_is_refused(monkeypatch, tmp_p
     monkeypatch.setenv("FLYAOT_LLD", str(root / "llvm" / "bin" / "ld.lld"))
     with pytest.raises(toolchain.ToolchainError, match="toolkit wrapper"):
         toolchain.find_linker()
+
+
+@pytest.mark.parametrize("value", ["nan", "-5", "inf"])
+def test_unusable_build_timeout_is_an_error(tmp_path, value):
+    proc = run_build("build", "--family", "probe", "--out", tmp_path / "out", "--cache", tmp_path / "cache",
+                     env_extra={"FLYAOT_BUILD_TIMEOUT": value}, check=False)
+    assert proc.returncode == 2 and "FLYAOT_BUILD_TIMEOUT" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_build_out_that_is_a_file_is_an_error_not_a_traceback(tmp_path):
+    target = tmp_path / "a-file"
+    target.write_text("not a store")
+    proc = run_build("build", "--family", "probe", "--out", target, "--cache", tmp_path / "cache", check=False)
+    assert proc.returncode == 2 and "is not a directory" in proc.stderr and "Traceback" not in proc.stderr
+    assert target.read_text() == "not a store"
+    proc = run_build("build", "--family", "probe", "--out", target / "sub", "--cache", tmp_path / "cache",
+                     check=False)
+    assert proc.returncode == 2 and "error:" in proc.stderr and "Traceback" not in proc.stderr
