@@ -127,3 +127,31 @@ def test_hanging_linker_timeout_closes_the_pipes(tmp_path):
     finally:
         for pid, _, _ in _session_procs(sid):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_compile_server_outlives_the_thread_that_asked_for_it(tmp_path):
+    # The parent-death signal follows the starting thread: a JIT from a request thread that then ends
+    # must not take the compile server down with it (the server is started from a long-lived thread).
+    code = textwrap.dedent("""
+        import multiprocessing.forkserver as fs, os, threading, time
+        from flyaot.build_tools.jit import compile_spec
+        from flyaot.formats.manifest import Spec
+        def job(block):
+            compile_spec(Spec.make("probe", {"block": block, "behavior": "ok"}, "gfx950"), timeout=120)
+        t = threading.Thread(target=job, args=(64,))
+        t.start()
+        t.join()
+        pid = fs._forkserver._forkserver_pid
+        time.sleep(1)
+        assert os.waitpid(pid, os.WNOHANG) == (0, 0), "the compile server died with the request thread"
+        job(128)
+        assert fs._forkserver._forkserver_pid == pid
+        print("one server", pid)
+    """)
+    proc = _start([sys.executable, "-c", code], tmp_path, {"FLYAOT_BUILD_CACHE": str(tmp_path / "cache")})
+    try:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0 and b"one server" in out, err.decode()[-3000:]
+    finally:
+        for pid, _, _ in _session_procs(proc.pid):
+            os.kill(pid, signal.SIGKILL)
