@@ -14,9 +14,9 @@ import logging
 import multiprocessing
 import multiprocessing.connection
 import multiprocessing.forkserver
-import queue
 import os
 import pathlib
+import queue
 import sys
 import tempfile
 import threading
