@@ -32,7 +32,7 @@ def _cmd_build(a) -> int:
             specs = sp.shard(specs, i, n)
         report = build(specs, out=a.out, cache_dir=a.cache, jobs=a.jobs, timeout=a.timeout,
                        shard=f"{i}/{n}" if a.shard else None)
-    except (ToolchainError, StoreError, ValueError, KeyError) as e:
+    except (ToolchainError, StoreError, ValueError, KeyError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     for key, reason in sorted(report.failures.items()):

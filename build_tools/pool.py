@@ -13,15 +13,17 @@ import ctypes
 import logging
 import multiprocessing
 import multiprocessing.connection
+import multiprocessing.forkserver
 import os
 import pathlib
+import queue
 import sys
 import tempfile
 import threading
 import time
 from dataclasses import dataclass
 
-from . import worker
+from . import lifetime, worker
 
 log = logging.getLogger("flyaot.build")
 
@@ -55,8 +57,9 @@ def _reproducible_children():
     """Processes started inside get a fixed hash seed and no address-space randomisation; this
     process keeps its own settings (both are restored on exit)."""
     with _START_LOCK:
-        saved_seed = os.environ.get("PYTHONHASHSEED")
+        saved_seed, saved_parent = os.environ.get("PYTHONHASHSEED"), os.environ.get(lifetime.PARENT_ENV)
         os.environ["PYTHONHASHSEED"] = "0"
+        os.environ[lifetime.PARENT_ENV] = str(os.getpid())
         libc = ctypes.CDLL(None, use_errno=True)
         saved_persona = libc.personality(0xFFFFFFFF)
         if saved_persona == -1 or libc.personality(saved_persona | ADDR_NO_RANDOMIZE) == -1:
@@ -67,10 +70,11 @@ def _reproducible_children():
         finally:
             if saved_persona != -1:
                 libc.personality(saved_persona)
-            if saved_seed is None:
-                del os.environ["PYTHONHASHSEED"]
-            else:
-                os.environ["PYTHONHASHSEED"] = saved_seed
+            for name, saved in (("PYTHONHASHSEED", saved_seed), (lifetime.PARENT_ENV, saved_parent)):
+                if saved is None:
+                    del os.environ[name]
+                else:
+                    os.environ[name] = saved
 
 
 class _Job:
@@ -112,7 +116,7 @@ class _Job:
 
     def close(self):
         if self.proc.is_alive():
-            self.proc.kill()
+            lifetime.kill_group(self.proc.pid)       # the worker and the linkers it started
         self.proc.join(10)
         self.conn.close()
 
@@ -146,6 +150,47 @@ class Progress:
             self.stream.write("\n")
 
 
+_keeper = None                       # (thread, queue) that starts the fork server, see _start_server
+
+
+def _keep(requests):
+    while True:
+        fn, done, box = requests.get()
+        try:
+            box.append((True, fn()))
+        except BaseException as e:  # handed back to the caller's thread
+            box.append((False, e))
+        done.set()
+
+
+def _start_server(ctx) -> None:
+    """Start the fork server (if it is not running) from the main thread or one that lives as long as
+    the process: a parent-death signal follows the thread that started a process, so a server started
+    by a short-lived thread (a JIT from a request thread) would die when that thread ends."""
+    global _keeper
+    if ctx.get_start_method() != "forkserver":
+        return
+
+    def start():
+        with _reproducible_children():
+            multiprocessing.forkserver.ensure_running()
+
+    if threading.current_thread() is threading.main_thread():
+        return start()
+    with _START_LOCK:
+        if _keeper is None:
+            requests = queue.Queue()
+            thread = threading.Thread(target=_keep, args=(requests,), name="flyaot-compile-server", daemon=True)
+            thread.start()
+            _keeper = (thread, requests)
+    done, box = threading.Event(), []
+    _keeper[1].put((start, done, box))
+    done.wait()
+    ok, value = box[0]
+    if not ok:
+        raise value
+
+
 def _context():
     """Fork workers from a server that preloaded FlyDSL; where fork servers do not exist, spawn."""
     if "forkserver" in multiprocessing.get_all_start_methods():
@@ -158,9 +203,13 @@ def _context():
 def compile_all(specs, *, jobs: int, timeout: float, toolkit_root: str, on_result=None) -> list:
     """Compile every spec, each in a process of its own; return Outcomes in spec order. Never raises
     for a failing spec."""
+    if not (0 < timeout < float("inf")):        # nan would never time out, <= 0 would fail every spec
+        raise ValueError(f"the per-spec timeout (--timeout, FLYAOT_BUILD_TIMEOUT) must be a finite number of "
+                         f"seconds > 0, got {timeout!r}")
     if not specs:
         return []
     ctx = _context()
+    _start_server(ctx)
     jobs = max(1, min(jobs, len(specs)))
     outcomes = {}
     pending = list(reversed(specs))

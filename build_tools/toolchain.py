@@ -49,9 +49,9 @@ def _lld_version(cmd) -> str:
 
 
 def _candidates():
-    env = os.environ.get("FLYAOT_LLD")
-    if env:
-        yield "FLYAOT_LLD", tuple(shlex.split(env))
+    if "FLYAOT_LLD" in os.environ:      # an explicit choice: the only candidate (see find_linker)
+        yield "FLYAOT_LLD", tuple(shlex.split(os.environ["FLYAOT_LLD"]))
+        return
     rocm = os.environ.get("ROCM_PATH")
     if rocm:
         yield "$ROCM_PATH", (str(pathlib.Path(rocm) / "llvm" / "bin" / "ld.lld"),)
@@ -82,10 +82,31 @@ def _is_our_wrapper(path: str) -> bool:
         return False
 
 
+def _explicit_linker(cmd) -> Linker:
+    """FLYAOT_LLD is set: use it or fail naming it; never fall back to another linker silently."""
+    shown = repr(os.environ.get("FLYAOT_LLD", ""))
+    if not cmd:
+        raise ToolchainError(f"FLYAOT_LLD={shown} is empty; unset it to search for ld.lld, or name an ld.lld")
+    if not os.access(cmd[0], os.X_OK) and not shutil.which(cmd[0]):
+        raise ToolchainError(f"FLYAOT_LLD={shown}: {cmd[0]} is not an executable file")
+    if _is_our_wrapper(shutil.which(cmd[0]) or cmd[0]):
+        raise ToolchainError(f"FLYAOT_LLD={shown} is a flyaot toolkit wrapper, not a linker")
+    version = _lld_version(cmd)
+    major = int(version.split()[1].split(".")[0]) if version else 0
+    if major < 17:
+        raise ToolchainError(f"FLYAOT_LLD={shown}: `{' '.join(cmd)} --version` "
+                             f"{'reports ' + version if version else 'did not run or is not LLD'}; "
+                             "gfx950 needs LLD 17 or newer")
+    return Linker(tuple(cmd), "FLYAOT_LLD", version)
+
+
 def find_linker() -> Linker:
-    """The first candidate that runs and is LLD >= 17 (gfx950 support); else one clear error."""
+    """The first candidate that runs and is LLD >= 17 (gfx950 support); else one clear error. A set
+    FLYAOT_LLD is the only candidate: unusable, it is an error naming it."""
     tried = []
     for origin, cmd in _candidates():
+        if origin == "FLYAOT_LLD":
+            return _explicit_linker(cmd)
         if origin != "ziglang" and not (cmd[0] and os.access(cmd[0], os.X_OK)):
             tried.append(f"{origin}: {cmd[0]} (not found)")
             continue

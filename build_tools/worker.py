@@ -14,6 +14,8 @@ def compile_spec_in_process(family: str, params: dict):
 
 
 def run_one(conn, log_path: str, toolkit_root: str, family: str, params: dict) -> None:
+    from .lifetime import worker_dies_with_server
+    worker_dies_with_server()
     fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(fd, 1)
     os.dup2(fd, 2)

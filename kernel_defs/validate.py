@@ -134,3 +134,37 @@ def check_choice(name: str, v, allowed) -> None:
     """An unsupported value of a dispatch axis (e.g. head dim 96): say what is supported."""
     if v not in allowed:
         raise ValueError(f"{name}={v!r} is not supported (supported: {', '.join(map(repr, allowed))})")
+
+
+def _end(t) -> int:
+    """One past the last byte of a non-empty tensor (torch strides are never negative, so the first
+    byte is data_ptr())."""
+    if t.is_contiguous():
+        return t.data_ptr() + t.nbytes
+    return t.data_ptr() + (1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride()))) * t.element_size()
+
+
+def check_no_overlap(out_name: str, out, **inputs) -> None:
+    """`out` shares no byte with any named input (None values skipped): a kernel writing `out` while it
+    reads an input it overlaps computes garbage. Conservative: byte ranges, not exact element sets, so
+    two interleaved views of one buffer count as overlapping. Host metadata only, no sync; the common
+    case (an input starting past the end of `out`) costs one data_ptr()."""
+    if not out.numel():
+        return
+    lo, hi = out.data_ptr(), _end(out)
+    for name, t in inputs.items():
+        if t is None or t.data_ptr() >= hi or not t.numel():
+            continue
+        end = _end(t)
+        if end > lo:
+            raise ValueError(f"{out_name}: its memory overlaps {name} (bytes 0x{lo:x}-0x{hi:x} and "
+                             f"0x{t.data_ptr():x}-0x{end:x}); an output must not alias an input")
+
+
+def check_rows_disjoint(name: str, t) -> None:
+    """A 2-D output with unit column stride whose rows do not overlap (row stride >= width), so no
+    two cells are the same memory (torch.empty(1, L).expand(R, L) is refused)."""
+    rows, width = t.shape
+    if rows > 1 and width > 0 and t.stride(0) < width:
+        raise ValueError(f"{name}: row stride {t.stride(0)} is below the row width {width}, so rows overlap "
+                         f"(shape {tuple(t.shape)}, stride {t.stride()})")

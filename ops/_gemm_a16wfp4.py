@@ -52,12 +52,15 @@ def _fallback_weight(weight: PreparedMXFP4Weight) -> torch.Tensor:
 
 def gemm_a16wfp4(x, weight: PreparedMXFP4Weight, out=None, *, fused_only: bool = False):
     """out[M, N] (bf16) = x[M, K] (bf16, row stride allowed) @ W^T, W the MXFP4 weight decoded to bf16,
-    accumulated in fp32. Returns `out` (allocated when None).
+    accumulated in fp32. Returns `out` (allocated when None). `out` must not overlap x, the weight's
+    tensors nor itself (row stride >= N); a hand-built PreparedMXFP4Weight must hold tensors of the
+    shapes its n and k promise (both checked on every call, from metadata only). M=0 returns [0, N].
 
     Under torch.compile (or a dispatch mode) a fused weight runs torch.ops.flyaot.gemm_a16wfp4 (or
     gemm_a16wfp4_out with `out`) on the prepared tensors; the fallback is traced as torch ops."""
     if not isinstance(weight, PreparedMXFP4Weight):
         raise TypeError(f"weight: expected the result of prepare_mxfp4_weight, got {type(weight).__name__}")
+    gemm_plan.check_weight(weight)
     if not weight.fused:
         if fused_only:
             raise ValueError(f"weight: N={weight.n}, K={weight.k} has no fused kernel (needs multiples of "
@@ -68,13 +71,15 @@ def gemm_a16wfp4(x, weight: PreparedMXFP4Weight, out=None, *, fused_only: bool =
         w = _fallback_weight(weight)
         if out is None:
             return torch.nn.functional.linear(x, w)
-        gemm_plan.check_out(out, x.shape[0], weight.n, x)
+        gemm_plan.check_out(out, x.shape[0], weight.n, x, weight)
         return torch.mm(x, w.t(), out=out)
     if _is_compiling() or _dispatch_modes():
         return call_registered("gemm_a16wfp4", (x, weight.weight, weight.scales, weight.n, weight.k), out, None)
     m = gemm_plan.check_x(x, weight.k)
     if out is None:
         out = torch.empty((m, weight.n), dtype=torch.bfloat16, device=x.device)
+    elif m == 0:
+        gemm_plan.check_out(out, m, weight.n, x, weight)      # (the plan checks it otherwise)
     if m == 0:
         return out
     runtime.launch(gemm_plan.plan(x, weight, out))

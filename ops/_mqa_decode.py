@@ -4,8 +4,10 @@ from typing import Optional
 import torch
 
 from .. import runtime
+from ..kernel_defs import checks
 from ..kernel_defs.mqa_decode import plan as P
 from ..kernel_defs.mqa_decode.schedule import build_schedule, default_parallel_units
+from ..kernel_defs.validate import check_no_overlap
 from ..runtime.custom_ops import custom_op
 from ._torch_ops import call_registered, dispatch_modes as _dispatch_modes, is_compiling as _is_compiling, no_output
 
@@ -33,6 +35,12 @@ def pa_mqa_logits_fp4(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights,
     H128 runs the direct kernel (2-D grid, tile chosen from B and max_seq_len); everything else runs the
     staged-LDS kernel (block_k / num_warps: None picks its default tile, 256 x 4).
 
+    Inputs: context_lens, block_tables and cta_info are int32 (int64 is refused: the kernels read 32-bit
+    values, and a conversion would wrap a length of 2**32 + 70 to 70). `out` must not overlap any input
+    nor itself (row stride >= max_seq_len). B=0 returns the empty [0, max_seq_len] result without a
+    launch. The values of block_tables, context_lens and cta_info are validated only in checked mode
+    (FLYAOT_CHECK=1, one host sync per call, not under graph capture; see kernel_defs/checks.py).
+
     Under torch.compile (or a dispatch mode) the call is torch.ops.flyaot.pa_mqa_logits_fp4, or
     pa_mqa_logits_fp4_out with `out`; `stream` must then be None.
     """
@@ -45,15 +53,24 @@ def pa_mqa_logits_fp4(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights,
     if (cta_info is None) != (total_ctas is None):
         raise ValueError("cta_info and total_ctas must be given together or not at all")
     rows = s.batch * next_n
+    if cta_info is not None:
+        P.check_schedule(cta_info, total_ctas, q_fp4)
     if out is not None:
         P.check_out(out, rows, max_seq_len, q_fp4)
+        check_no_overlap("out", out, q_fp4=q_fp4, q_scale=q_scale, kv_cache=kv_cache, kv_scale=kv_scale,
+                         block_tables=block_tables, weights=weights, context_lens=context_lens, cta_info=cta_info)
+    if s.batch == 0:              # no sequence: the empty [0, max_seq_len] result, nothing launched
+        return _prefilled(out, 0, max_seq_len, q_fp4.device)
+    if runtime.runtime().config.check:
+        checks.decode_values(block_tables=block_tables, context_lens=context_lens, num_pages=kv_cache.shape[0],
+                             page_size=s.page_size, max_seq_len=max_seq_len, next_n=next_n, cta_info=cta_info,
+                             total_ctas=total_ctas)
     if P.takes_direct_path(s, cta_info=cta_info, total_ctas=total_ctas, block_k=block_k, num_warps=num_warps,
                            parallel_unit_num=parallel_unit_num):
         out = _prefilled(out, rows, max_seq_len, q_fp4.device)
         plan = P.direct_plan(s, max_seq_len, out=out, q_fp4=q_fp4, q_scale=q_scale, kv_cache=kv_cache,
                              kv_scale=kv_scale, block_tables=block_tables, weights=weights,
-                             context_lens=context_lens.to(torch.int32).contiguous(),
-                             weight_scale=float(weight_scale))
+                             context_lens=context_lens.contiguous(), weight_scale=float(weight_scale))
         runtime.launch(plan, stream=stream)
         return out
     bk, w = P.staged_tile(block_k, num_warps, s.page_size)
@@ -62,14 +79,12 @@ def pa_mqa_logits_fp4(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights,
         if parallel_unit_num is not None:
             raise ValueError("parallel_unit_num applies to the internal schedule only; it cannot be combined "
                              "with cta_info")
-        P.check_schedule(cta_info, total_ctas, q_fp4)
         if out is None:
             out = _prefilled(None, rows, max_seq_len, q_fp4.device)
     else:
         total_ctas = (default_parallel_units(s.batch, next_n, max_seq_len, bk) if parallel_unit_num is None
                       else P.check_int("parallel_unit_num", parallel_unit_num, lo=1))
-        ctx = context_lens if context_lens.dtype == torch.int32 else context_lens.to(torch.int32)
-        cta_info, _ = build_schedule(ctx, bk, total_ctas, max_seq_len, next_n)
+        cta_info, _ = build_schedule(context_lens, bk, total_ctas, max_seq_len, next_n)
         out = _prefilled(out, rows, max_seq_len, q_fp4.device)
     plan = P.staged_plan(s, bk, w, out=out, q_fp4=q_fp4, q_scale=q_scale, kv_cache=kv_cache,
                          kv_scale=kv_scale, block_tables=block_tables, weights=weights, cta_info=cta_info,

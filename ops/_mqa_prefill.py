@@ -11,10 +11,11 @@ from typing import Optional, Tuple
 import torch
 
 from .. import runtime
+from ..kernel_defs import checks
 from ..kernel_defs.mqa_prefill import plan as _plan
 from ..kernel_defs.mqa_prefill import schedule as _schedule
 from ..kernel_defs.mqa_prefill.geometry import CHUNK_TOKENS, CTA_INFO_INTS, WAVES
-from ..kernel_defs.validate import check_int
+from ..kernel_defs.validate import check_int, check_no_overlap, check_tensor
 from ..runtime.custom_ops import custom_op
 from ._torch_ops import call_registered, dispatch_modes as _dispatch_modes, is_compiling as _is_compiling, no_output
 
@@ -53,6 +54,8 @@ def compute_prefill_schedule(row_to_batch, local_starts, local_ends, *, page_siz
     check_int("parallel_unit_num", slots, lo=max(rows, 1))
     if cta_info_out is not None:
         _plan.check_schedule(cta_info_out, rows, local_ends)
+        check_no_overlap("cta_info_out", cta_info_out, row_to_batch=row_to_batch, local_starts=local_starts,
+                         local_ends=local_ends)
     info = _schedule.build_schedule(row_to_batch, local_starts, local_ends, page_size=page_size,
                                     max_seq_len=max_seq_len, slots=slots, out=cta_info_out)
     return info, slots
@@ -60,22 +63,35 @@ def compute_prefill_schedule(row_to_batch, local_starts, local_ends, *, page_siz
 
 def compute_varqlen_windows(cu_seq_q, context_lens, total_q: int, *, out=None):
     """(row_to_batch, local_starts, local_ends) int32 [total_q] for per-batch variable qlen; `out` = three
-    fixed int32 buffers to refill (graph capture). cu_seq_q[0] must be 0."""
+    fixed int32 buffers to refill (graph capture), disjoint from each other and the inputs.
+
+    cu_seq_q int32 [B+1] and context_lens int32 [B] (int64 is refused). Their values (cu_seq_q[0] == 0,
+    non-decreasing, cu_seq_q[B] <= total_q, context_lens >= 0) are the caller's contract, validated in
+    checked mode (FLYAOT_CHECK=1) only. B=0: every row is padding (empty windows)."""
     if _is_compiling() or _dispatch_modes():
         if out is None:
             return torch.ops.flyaot.compute_varqlen_windows(cu_seq_q, context_lens, total_q)
         torch.ops.flyaot.compute_varqlen_windows_out(cu_seq_q, context_lens, total_q, *out)
         return tuple(out)
     check_int("total_q", total_q, lo=0)
-    if context_lens.dim() != 1 or context_lens.shape[0] < 1:
-        raise ValueError(f"context_lens: expected shape [B] with B >= 1, got {tuple(context_lens.shape)}")
-    if cu_seq_q.shape != (context_lens.shape[0] + 1,):
-        raise ValueError(f"cu_seq_q: expected shape ({context_lens.shape[0] + 1},), got {tuple(cu_seq_q.shape)}")
-    if cu_seq_q.device != context_lens.device:
-        raise ValueError(f"cu_seq_q: on {cu_seq_q.device}, but context_lens is on {context_lens.device}")
+    # int32 only (int64 is refused): the windows are int32, a conversion would wrap large values.
+    check_tensor("context_lens", context_lens, dtype=torch.int32, ndim=1)
+    check_tensor("cu_seq_q", cu_seq_q, dtype=torch.int32, shape=(context_lens.shape[0] + 1,), device=context_lens)
     if out is not None:
         _plan.check_windows(total_q, context_lens.device, row_to_batch=out[0], local_starts=out[1],
                             local_ends=out[2])
+        inputs = {"cu_seq_q": cu_seq_q, "context_lens": context_lens}
+        for name, t in zip(("row_to_batch", "local_starts", "local_ends"), out):
+            check_no_overlap(f"out ({name})", t, **inputs)
+            inputs[name] = t
+    if runtime.runtime().config.check:
+        checks.varqlen_values(cu_seq_q=cu_seq_q, context_lens=context_lens, total_q=total_q)
+    if context_lens.shape[0] == 0:       # no batch: every row is padding with an empty window
+        if out is None:
+            out = tuple(torch.empty(total_q, dtype=torch.int32, device=context_lens.device) for _ in range(3))
+        for t in out:
+            t.zero_()
+        return tuple(out)
     return _schedule.varqlen_windows(cu_seq_q, context_lens, total_q, out=out)
 
 
@@ -85,7 +101,13 @@ def pa_mqa_logits_fp4_prefill(q_fp4, q_scale, kv_cache, kv_scale, block_tables, 
                               cta_info=None, n_ctas=None, stream=None):
     """Logits float32 [T, max_seq_len]: row r scores tokens [local_starts[r], local_ends[r]) of batch
     row_to_batch[r]; -inf elsewhere. Under torch.compile (or a dispatch mode): the op of the same name,
-    or its `_out` variant with `out`; `stream` must then be None."""
+    or its `_out` variant with `out`; `stream` must then be None.
+
+    Inputs: every index tensor (block_tables, windows, cta_info) is int32; int64 is refused. `out` must
+    not overlap any input nor itself (row stride >= max_seq_len). No batch (block_tables with 0 rows),
+    no rows or max_seq_len 0: the all -inf result, nothing launched. Index values (row_to_batch, windows
+    inside the block table, table entries, cta_info) are validated only in checked mode (FLYAOT_CHECK=1,
+    one host sync, not under graph capture)."""
     if _is_compiling() or _dispatch_modes():
         args = (q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, row_to_batch, local_starts, local_ends,
                 max_seq_len, weight_scale, block_k, kv_block_size, num_warps, parallel_unit_num, cta_info, n_ctas)
@@ -105,10 +127,17 @@ def pa_mqa_logits_fp4_prefill(q_fp4, q_scale, kv_cache, kv_scale, block_tables, 
         out = torch.full((rows, max_seq_len), float("-inf"), dtype=torch.float32, device=q_fp4.device)
     else:
         _plan.check_out(out, rows, max_seq_len, q_fp4)
+        check_no_overlap("out", out, q_fp4=q_fp4, q_scale=q_scale, kv_cache=kv_cache, kv_scale=kv_scale,
+                         block_tables=block_tables, weights=weights, row_to_batch=row_to_batch,
+                         local_starts=local_starts, local_ends=local_ends, cta_info=cta_info)
         if cta_info is None:
             out.fill_(float("-inf"))
-    if rows == 0 or max_seq_len == 0:
+    if rows == 0 or max_seq_len == 0 or block_tables.shape[0] == 0:     # no batch: no row sees a token
         return out
+    if runtime.runtime().config.check:
+        checks.prefill_values(block_tables=block_tables, num_pages=kv_cache.shape[0], page_size=params["page_size"],
+                              row_to_batch=row_to_batch, local_starts=local_starts, local_ends=local_ends,
+                              max_seq_len=max_seq_len, cta_info=cta_info)
     if cta_info is None:
         cta_info, _ = compute_prefill_schedule(row_to_batch, local_starts, local_ends,
                                                page_size=params["page_size"], max_seq_len=max_seq_len,

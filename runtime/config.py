@@ -10,7 +10,10 @@ Variables:
                          `python -m flyaot.build_tools build --from-misses FILE`
   FLYAOT_DEVICE          emu | hip | cuda: force a driver (default: emu for CPU tensors, else the
                          platform torch was built for)
-  FLYAOT_JIT_TIMEOUT     seconds to wait for another process's JIT of the same spec (default 900)
+  FLYAOT_JIT_TIMEOUT     seconds to wait for another process's JIT of the same spec (default 900;
+                         a finite number > 0)
+  FLYAOT_CHECK           any value but "" or "0": checked mode, every op call also validates its index
+                         and length values (one host sync per call; refused under graph capture)
   FLYAOT_PY_LAUNCH       any value but "" or "0": use the pure-Python launcher, not the C one
 """
 import os
@@ -21,11 +24,23 @@ from .. import FLYDSL_VERSION as EXPECTED_FLYDSL  # noqa: F401  (every store mus
 from .. import TARGET, __version__
 
 ENV_VARS = ("FLYAOT_PREBUILT_PATH", "FLYAOT_CACHE_DIR", "FLYAOT_DISABLE_JIT", "FLYAOT_RECORD_MISSES",
-            "FLYAOT_DEVICE", "FLYAOT_JIT_TIMEOUT", "FLYAOT_PY_LAUNCH", "XDG_CACHE_HOME")
+            "FLYAOT_DEVICE", "FLYAOT_JIT_TIMEOUT", "FLYAOT_PY_LAUNCH", "FLYAOT_CHECK", "XDG_CACHE_HOME")
 
 
 def _flag(name: str) -> bool:
     return os.environ.get(name, "") not in ("", "0")
+
+
+def jit_timeout_from_env() -> float:
+    """FLYAOT_JIT_TIMEOUT as seconds: nan would never time out and 0 or less would never wait."""
+    raw = os.environ.get("FLYAOT_JIT_TIMEOUT", "900")
+    try:
+        seconds = float(raw)
+    except ValueError:
+        raise ValueError(f"FLYAOT_JIT_TIMEOUT={raw!r} is not a number of seconds") from None
+    if not (0 < seconds < float("inf")):
+        raise ValueError(f"FLYAOT_JIT_TIMEOUT={raw!r}: expected a finite number of seconds > 0")
+    return seconds
 
 
 def package_store_dir() -> pathlib.Path:
@@ -47,6 +62,7 @@ class Config:
     device: str
     jit_timeout: float
     py_launch: bool
+    check: bool = False
 
     @classmethod
     def from_env(cls) -> "Config":
@@ -54,11 +70,6 @@ class Config:
         device = os.environ.get("FLYAOT_DEVICE", "").strip().lower()
         if device not in ("", "emu", "hip", "cuda"):
             raise ValueError(f"FLYAOT_DEVICE={device!r}: expected emu, hip or cuda")
-        timeout = os.environ.get("FLYAOT_JIT_TIMEOUT", "900")
-        try:
-            jit_timeout = float(timeout)
-        except ValueError:
-            raise ValueError(f"FLYAOT_JIT_TIMEOUT={timeout!r} is not a number of seconds") from None
         return cls(
             package_store=package_store_dir(),
             extra_stores=extra,
@@ -66,6 +77,7 @@ class Config:
             disable_jit=_flag("FLYAOT_DISABLE_JIT"),
             record_misses=os.environ.get("FLYAOT_RECORD_MISSES", ""),
             device=device,
-            jit_timeout=jit_timeout,
+            jit_timeout=jit_timeout_from_env(),
             py_launch=_flag("FLYAOT_PY_LAUNCH"),
+            check=_flag("FLYAOT_CHECK"),
         )

@@ -6,7 +6,7 @@ preallocated `out` allocates nothing at all.
 import torch
 
 from ..registry import LaunchPlan
-from ..validate import check_device, check_int, check_tensor
+from ..validate import check_device, check_int, check_no_overlap, check_rows_disjoint, check_tensor
 from . import configs, tiles
 from .layout import PreparedMXFP4Weight
 from .tiles import WAVE, WAVES
@@ -44,13 +44,36 @@ def check_x(x, k: int) -> int:
     return x.shape[0]
 
 
-def check_out(out, m: int, n: int, like) -> None:
+def check_weight(weight: PreparedMXFP4Weight) -> None:
+    """The tensors of a PreparedMXFP4Weight hold what its n and k promise (a hand-built one may not):
+    uint8 [n, k/2] codes and [n, k/32] scales on one device, contiguous when fused (the kernels read
+    them as flat buffers). Shapes only, no sync."""
+    w, s, n, k = weight.weight, weight.scales, weight.n, weight.k
+    if (type(n) is int and type(k) is int and k % 32 == 0 and isinstance(w, torch.Tensor)       # fast path
+            and isinstance(s, torch.Tensor) and w.dtype == s.dtype == torch.uint8
+            and w.shape == (n, k // 2) and s.shape == (n, k // 32) and w.device == s.device
+            and (not weight.fused or (w.is_contiguous() and s.is_contiguous()))):
+        return
+    n = check_int("weight.n", n, lo=0)
+    k = check_int("weight.k", k, lo=0)
+    if k % 32:
+        raise ValueError(f"weight: K={k} is not a multiple of 32")
+    check_tensor("weight.weight", weight.weight, dtype=torch.uint8, shape=(n, k // 2), contiguous=weight.fused)
+    check_tensor("weight.scales", weight.scales, dtype=torch.uint8, shape=(n, k // 32), contiguous=weight.fused)
+    check_device("weight.scales", weight.scales, weight.weight)
+
+
+def check_out(out, m: int, n: int, like, weight: PreparedMXFP4Weight = None) -> None:
+    """out bf16 [m, n], unit column stride, rows disjoint, sharing no memory with x (`like`) or the weight."""
     check_tensor("out", out, dtype=torch.bfloat16, shape=(m, n))
     check_device("out", out, like)
     if out.stride(1) != 1 and m * n > 1:
         raise ValueError(f"out: columns must be contiguous (stride {out.stride()})")
+    check_rows_disjoint("out", out)
     _check_row_stride("out", out)
     check_tensor("out", out, align=4)
+    check_no_overlap("out", out, x=like, **({} if weight is None else
+                                             {"weight.weight": weight.weight, "weight.scales": weight.scales}))
 
 
 def plan(x, weight: PreparedMXFP4Weight, out, *, params: dict = None) -> LaunchPlan:
@@ -60,7 +83,7 @@ def plan(x, weight: PreparedMXFP4Weight, out, *, params: dict = None) -> LaunchP
                          f"(both must be multiples of {FUSED_ALIGN})")
     m = check_x(x, weight.k)
     check_device("x", x, weight.weight)
-    check_out(out, m, weight.n, x)
+    check_out(out, m, weight.n, x, weight)
     params = params or configs.choose(weight.n, weight.k, m)
     t = tiles.tile(params)
     if weight.k % t.kstep:

@@ -12,7 +12,8 @@ import torch
 from ..mqa_common.inputs import DWORD_ALIGN, HEAD_DIMS, HEADS, PAGE_SIZES, VALUE_ALIGN, check_kv_pages
 from ..mqa_common.layouts import k_tiles, qs_pad
 from ..registry import LaunchPlan
-from ..validate import E8M0, FP4X2, check_choice, check_float, check_int, check_same_device, check_tensor
+from ..validate import (E8M0, FP4X2, check_choice, check_float, check_int, check_rows_disjoint, check_same_device,
+                        check_tensor)
 from .geometry import DIRECT_HEADS, DIRECT_WAVES, MAX_NEXT_N, WAVE, direct_tile
 
 FAMILY = "mqa_decode"
@@ -68,9 +69,8 @@ def check_inputs(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, cont
     check_int("block_tables.stride(0)", block_tables.stride(0), lo=0)
     check_tensor("weights", weights, dtype=torch.bfloat16, shape=(batch * next_n, heads), contiguous=True,
                  align=DWORD_ALIGN)
-    check_tensor("context_lens", context_lens, shape=(batch,))
-    if context_lens.dtype.is_floating_point or context_lens.dtype in (torch.bool, torch.complex64):
-        raise TypeError(f"context_lens: dtype must be an integer type, got {context_lens.dtype}")
+    # int32 only: the kernels read 32-bit lengths, and converting int64 would wrap 2**32 + 70 to 70.
+    check_tensor("context_lens", context_lens, dtype=torch.int32, shape=(batch,))
     check_same_device(q_fp4=q_fp4, q_scale=q_scale, kv_cache=kv_cache, kv_scale=kv_scale,
                       block_tables=block_tables, weights=weights, context_lens=context_lens)
     return Shapes(batch, next_n, heads, head_dim, p)
@@ -78,8 +78,7 @@ def check_inputs(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, cont
 
 def check_out(out, rows: int, max_seq_len: int, like: torch.Tensor) -> None:
     check_tensor("out", out, dtype=torch.float32, shape=(rows, max_seq_len), stride=(None, 1), align=DWORD_ALIGN)
-    if rows > 1 and out.stride(0) < max_seq_len:
-        raise ValueError(f"out: row stride {out.stride(0)} is below max_seq_len={max_seq_len}")
+    check_rows_disjoint("out", out)
     check_same_device(out=out, q_fp4=like)
 
 

@@ -5,7 +5,8 @@ captured in a CUDA/HIP graph with a fixed `out` buffer (docs/families/mqa_decode
   chunks_b = ceil(min(ctx_b, max_seq_len) / block_k); safe = the smallest s in [1, s_max] with
   next_n * sum_b ceil(chunks_b / s) <= Pgrid (max_b chunks_b if none); batch b gets ceil(chunks_b / safe)
   slots of `safe` chunks; slot s serves rows s*next_n + n with (b*next_n + n, start, count, ctx_b);
-  unused slots get (0, 0, 1, 0) (ctx 0: the kernel stores nothing).
+  unused slots get (0, 0, 1, 0) (ctx 0: the kernel stores nothing). With no sequences (B=0) every slot is
+  unused.
 Deviation from upstream for ctx_b > max_seq_len: the output row ends at max_seq_len, so chunks are counted
 over min(ctx_b, max_seq_len) tokens (upstream counts ceil(ctx_b / block_k) and would schedule CTAs that can
 store nothing). The ctx field stays the true ctx_b: the causal limit of row n is ctx_b - next_n + 1 + n.
@@ -35,6 +36,9 @@ def build_schedule(context_lens: torch.Tensor, block_k: int, pgrid: int, max_seq
     dev = context_lens.device
     if out is None:
         out = torch.empty(pgrid, 4, dtype=torch.int32, device=dev)
+    if batch == 0:            # no sequence: every slot idle (and max() below has nothing to reduce)
+        out.copy_(torch.tensor([0, 0, 1, 0], dtype=torch.int32, device=dev).expand(pgrid, 4))
+        return out, torch.ones(1, dtype=torch.int32, device=dev)
     ctx = context_lens.to(torch.int64).clamp_min(0)
     chunks = (ctx.clamp_max(max_seq_len) + block_k - 1) // block_k
     s_max = max(1, -(-max_seq_len // block_k))

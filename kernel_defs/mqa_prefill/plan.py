@@ -50,8 +50,8 @@ def check_inputs(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, max_
     V.check_tensor("block_tables", block_tables, stride=(None, 1))
     V.check_tensor("weights", weights, dtype=torch.bfloat16, shape=(rows, heads), stride=(None, 1),
                    device=q_fp4, align=DWORD_ALIGN, align_strides=True)
-    if block_tables.shape[0] < 1 or block_tables.shape[1] < 1:
-        raise ValueError(f"block_tables: needs at least one batch and one column, got {tuple(block_tables.shape)}")
+    if block_tables.shape[0] >= 1 and block_tables.shape[1] < 1:
+        raise ValueError(f"block_tables: needs at least one column, got {tuple(block_tables.shape)}")
     V.check_int("max_seq_len", max_seq_len, lo=0, hi=(1 << 30) - 1)
     for name, t in (("q_fp4", q_fp4), ("q_scale", q_scale), ("kv_cache", kv_cache), ("kv_scale", kv_scale),
                     ("weights", weights), ("block_tables", block_tables)):
@@ -69,6 +69,7 @@ def check_out(out, rows: int, max_seq_len: int, device) -> None:
     if max_seq_len > 1:
         V.check_tensor("out", out, stride=(None, 1))
     V.check_int("out.stride(0)", out.stride(0), lo=0)
+    V.check_rows_disjoint("out", out)
 
 
 def check_schedule(cta_info, rows: int, device) -> None:
