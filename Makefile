@@ -4,7 +4,7 @@ PIP := $(PYTHON) -m pip
 
 .PHONY: wheel test deps test-deps install prebuilt clean
 
-## Main job: the full prebuilt set compiled for gfx950, verified, packed into dist/flyaot-*.whl.
+## Main job: the full prebuilt set compiled for the default target, verified, packed into dist/flyaot-*.whl.
 wheel: deps install prebuilt
 	rm -rf build dist
 	$(PIP) wheel --no-deps --no-build-isolation -w dist .
@@ -28,4 +28,4 @@ prebuilt:
 	$(PYTHON) -m flyaot.build_tools verify
 
 clean:
-	rm -rf build dist *.egg-info prebuilt/manifest.json prebuilt/gfx950
+	rm -rf build dist *.egg-info prebuilt/manifest.json $(filter-out prebuilt/__pycache__/,$(wildcard prebuilt/*/))

@@ -37,10 +37,10 @@ def version():
 setup(
     name="flyaot",
     version=version(),
-    description="Ahead-of-time compiled FlyDSL kernels for AMD gfx950 (MI355X)",
+    description="Ahead-of-time compiled FlyDSL kernels for AMD Instinct GPUs (MI355X)",
     packages=find_packages(),
     package_dir={"flyaot": "."},
-    package_data={"flyaot.prebuilt": ["manifest.json", "gfx950/*.co"]},
+    package_data={"flyaot.prebuilt": ["manifest.json", "*/manifest.json", "*/*.co"]},
     python_requires=">=3.10",
     install_requires=["torch>=2.4"],
     extras_require={"jit": ["flydsl==0.5.0", "ziglang"]},

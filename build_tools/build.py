@@ -6,7 +6,7 @@ import re
 import time
 from dataclasses import dataclass, field
 
-from .. import FLYDSL_VERSION, TARGET, __version__
+from .. import FLYDSL_VERSION, __version__, targets
 from ..formats import codeobject
 from ..formats.manifest import empty_manifest
 from ..kernel_defs import registry
@@ -50,7 +50,7 @@ def finish_entry(spec, spec_id: str, kb: KernelBuild):
         co = codeobject.parse(kb.code_object)
     except codeobject.CodeObjectError as e:
         return None, str(e)
-    problems = gates.check(co, symbol=fam.symbol(params), block=tuple(fam.block(params)),
+    problems = gates.check(co, target=targets.get(spec.target), symbol=fam.symbol(params), block=tuple(fam.block(params)),
                            traced_block=tuple(kb.block), arg_ctypes=tuple(kb.arg_ctypes), budget=fam.budget(params))
     if problems:
         return None, "refused by gates: " + "; ".join(problems)
@@ -104,11 +104,15 @@ def compile_specs(specs, *, cache_dir=None, jobs=None, timeout=120.0) -> BuildRe
     return report
 
 
-def build(specs, *, out, cache_dir=None, jobs=None, timeout=120.0) -> BuildReport:
-    """Compile `specs` and, if none failed, make `out` a store of exactly them."""
+def build(specs, *, out, target=targets.DEFAULT_TARGET, cache_dir=None, jobs=None, timeout=120.0) -> BuildReport:
+    """Compile `specs` (all for `target`) and, if none failed, make `out` a store of exactly them."""
+    arch = targets.get(target).arch
+    others = sorted({s.key for s in specs if s.target != arch})
+    if others:
+        raise ValueError(f"a store holds one target ({arch}); these specs are for others: {others[:3]}")
     report = compile_specs(specs, cache_dir=cache_dir, jobs=jobs, timeout=timeout)
     if not report.failures:
-        manifest = empty_manifest(flyaot_version=__version__, toolchain=report.toolchain, target=TARGET)
+        manifest = empty_manifest(flyaot_version=__version__, toolchain=report.toolchain, target=arch)
         manifest["specs"] = dict(sorted(report.entries.items()))
         write_store(out, manifest, report.blobs)
     return report

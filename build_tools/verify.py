@@ -1,6 +1,7 @@
 """Re-check a store: every file's hash, and every code object against its entry and the gates."""
 import pathlib
 
+from .. import targets
 from ..formats import codeobject
 from ..formats import manifest as mf
 from ..formats.manifest import Spec
@@ -34,12 +35,13 @@ def verify(store_dir) -> list:
         try:
             co = codeobject.parse(data)
             fam = registry.get_family(spec.family)
-        except (codeobject.CodeObjectError, KeyError) as e:
+            target = targets.get(m["target"])
+        except (codeobject.CodeObjectError, KeyError, ValueError) as e:
             problems.append(f"{where}: {e}")
             continue
         params = spec.param_dict
         kb = KernelBuild.from_entry(entry, data)
-        for p in gates.check(co, symbol=fam.symbol(params), block=tuple(fam.block(params)),
+        for p in gates.check(co, target=target, symbol=fam.symbol(params), block=tuple(fam.block(params)),
                              traced_block=kb.block, arg_ctypes=kb.arg_ctypes, budget=fam.budget(params)):
             problems.append(f"{where}: {p}")
         if entry["symbol"] in [k.name for k in co.kernels] and make_entry(spec, sid, kb, co) != entry:

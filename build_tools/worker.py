@@ -13,12 +13,12 @@ def compile_spec_in_process(family: str, params: dict):
     return kernel.build(dict(params))
 
 
-def run_one(conn, log_path: str, toolkit_root: str, family: str, params: dict) -> None:
+def run_one(conn, log_path: str, toolkit_root: str, family: str, params: dict, arch: str) -> None:
     fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     from .toolchain import setup_process_env
-    setup_process_env(toolkit_root)         # a no-op rewrite when the fork server's preload did it
+    setup_process_env(toolkit_root, arch)   # a no-op rewrite when the fork server's preload did it
     try:
         conn.send(("ok", compile_spec_in_process(family, params).as_dict()))
     except Exception:  # a Python-level compile error fails this spec only

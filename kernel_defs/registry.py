@@ -12,6 +12,8 @@ import pkgutil
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Optional
 
+from .. import targets as _targets
+
 
 @dataclass(frozen=True)
 class Budget:
@@ -34,9 +36,17 @@ class Family:
     specs: Callable[[], list]                    # every parameter dict to prebuild
     symbol: Callable[[dict], str]                # kernel symbol the code object must define
     block: Callable[[dict], tuple]               # workgroup size the launch plan uses (x, y, z)
+    targets: tuple                               # arch names (rows of targets.py) its kernels compile for
     budget: Callable[[dict], Budget] = field(default=lambda params: Budget())
     shipped: bool = True                         # False: built only on request (tests, examples)
     doc: str = ""
+
+    def __post_init__(self):
+        if not self.targets:
+            raise ValueError(f"family {self.name} declares no targets")
+        for t in self.targets:
+            if _targets.get(t).arch != t:
+                raise ValueError(f"family {self.name}: target {t!r} must be spelled as its row, {_targets.get(t).arch!r}")
 
     def validate_params(self, params: dict) -> None:
         unknown = set(params) - set(self.axes)

@@ -25,7 +25,8 @@ def _device_info() -> dict:
 
     from . import drivers
     if not torch.cuda.is_available():
-        return {"driver": "emu", "device": "cpu (gfx950 emulator)", "target": "gfx950"}
+        target = drivers.get("emu").target(-1)
+        return {"driver": "emu", "device": f"cpu ({target} emulator)", "target": target}
     name = drivers.name_for(0, os.environ.get("FLYAOT_DEVICE", ""))
     info = {"driver": name, "device": torch.cuda.get_device_name(0), "count": torch.cuda.device_count()}
     try:

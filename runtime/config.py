@@ -18,7 +18,7 @@ import pathlib
 from dataclasses import dataclass
 
 from .. import FLYDSL_VERSION as EXPECTED_FLYDSL  # noqa: F401  (every store must be built with it)
-from .. import TARGET, __version__
+from .. import __version__, targets
 
 ENV_VARS = ("FLYAOT_PREBUILT_PATH", "FLYAOT_CACHE_DIR", "FLYAOT_DISABLE_JIT", "FLYAOT_RECORD_MISSES",
             "FLYAOT_DEVICE", "FLYAOT_JIT_TIMEOUT", "FLYAOT_PY_LAUNCH", "XDG_CACHE_HOME")
@@ -34,7 +34,7 @@ def package_store_dir() -> pathlib.Path:
 
 def default_cache_dir() -> pathlib.Path:
     base = os.environ.get("XDG_CACHE_HOME") or pathlib.Path.home() / ".cache"
-    return pathlib.Path(base) / "flyaot" / __version__ / TARGET
+    return pathlib.Path(base) / "flyaot" / __version__ / targets.DEFAULT_TARGET
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ import os
 import pathlib
 import time
 
-from .. import __version__
+from .. import __version__, targets
 from ..formats import manifest as mf
 from . import locks
 from .config import EXPECTED_FLYDSL
@@ -29,8 +29,10 @@ EXPECTED_SECONDS = "1-5"     # measured: 0.2-1.2 s per spec in a warm process, +
 
 def unavailable_reason(config, target: str) -> str:
     """Why the JIT may not run here ('' when it may). Never imports flydsl."""
-    if target != "gfx950":
-        return f"the JIT compiles for gfx950 only and the current device is {target}"
+    try:
+        targets.get(target)
+    except targets.UnknownTargetError:
+        return f"the JIT compiles for {', '.join(sorted(targets.TARGETS))} only and the current device is {target}"
     if config.disable_jit:
         return "FLYAOT_DISABLE_JIT is set"
     if importlib.util.find_spec("flydsl") is None:

@@ -2,6 +2,7 @@
 
 One spec per kernel; `kernel` selects it (see kernel.py for what each one exercises).
 """
+from ...targets import DEFAULT_TARGET
 from ..registry import Family
 from . import plan
 
@@ -11,6 +12,7 @@ FAMILY = Family(
     specs=lambda: [{"kernel": k} for k in plan.KERNELS],
     symbol=plan.symbol,
     block=plan.block,
+    targets=(DEFAULT_TARGET,),
     shipped=False,
     doc=__doc__,
 )

@@ -8,6 +8,7 @@ Budgets: decode-order specs serve decode M; they must keep 2 waves per SIMD (VGP
 LDS <= 80 KiB, so two 4-wave workgroups fit one CU), which covers the 8448 x 7168 decode configs.
 Every spec: VGPR+AGPR <= 512 and LDS exactly as tiles.py computes (the plan relies on it).
 """
+from ...targets import DEFAULT_TARGET
 from ..registry import Budget, Family
 from . import configs, plan, tiles
 
@@ -29,6 +30,7 @@ FAMILY = Family(
     specs=configs.all_configs,
     symbol=tiles.symbol,
     block=plan.block,
+    targets=(DEFAULT_TARGET,),
     budget=_budget,
     shipped=True,
     doc=__doc__,

@@ -9,6 +9,7 @@ KV stage (block_k * (D/2 + D/32) bytes); the direct kernel's LDS is exactly the 
 (2 waves x 8 rows x tile x 4 bytes) and nothing else, and it stays within 128 VGPRs (4 waves / SIMD).
 """
 from ..mqa_common.inputs import HEAD_DIMS, HEADS, PAGE_SIZES
+from ...targets import DEFAULT_TARGET
 from ..registry import Budget, Family
 from . import plan
 from .geometry import DIRECT_HEADS, DIRECT_MIN_WAVES_PER_SIMD, DIRECT_WAVES, Direct, Staged
@@ -51,6 +52,7 @@ FAMILY = Family(
     specs=_specs,
     symbol=_symbol,
     block=plan.block,
+    targets=(DEFAULT_TARGET,),
     budget=_budget,
     shipped=True,
     doc=__doc__,

@@ -4,6 +4,7 @@ H 16..128 step 16 x D {128, 256} x P {64, 128} = 32 specs. Budget (issue 6): for
 exactly the staged chunk (17,408 bytes) and at most 126 VGPRs; every spec's LDS is exactly its chunk.
 """
 from ..mqa_common.inputs import HEAD_DIMS, HEADS, PAGE_SIZES
+from ...targets import DEFAULT_TARGET
 from ..registry import Budget, Family
 from . import plan
 from .geometry import Geometry
@@ -30,6 +31,7 @@ FAMILY = Family(
     specs=specs,
     symbol=plan.symbol,
     block=plan.block,
+    targets=(DEFAULT_TARGET,),
     budget=budget,
     shipped=True,
     doc="FP4 paged MQA logits, prefill: 4 same-batch query rows per CTA share an LDS-staged KV chunk",

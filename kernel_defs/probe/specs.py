@@ -1,3 +1,4 @@
+from ...targets import DEFAULT_TARGET
 from ..registry import Budget, Family
 from . import plan
 
@@ -7,6 +8,7 @@ FAMILY = Family(
     specs=lambda: [{"block": b, "behavior": "ok"} for b in (64, 128)],
     symbol=plan.symbol,
     block=plan.block,
+    targets=(DEFAULT_TARGET,),
     budget=lambda params: Budget(max_vgpr=32),
     shipped=False,
     doc="out[i] = value + 1 for i < n; test-only",

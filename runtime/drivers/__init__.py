@@ -2,7 +2,7 @@
 
 Every driver offers:
   name                                   'hip', 'cuda' or 'emu'
-  target(device) -> str                  the device's architecture as stores name it (gfx950, sm_90)
+  target(device) -> str                  the device's architecture as stores and targets.py name it
   load_module(data, device) -> handle    load a code object onto a device
   get_function(module, symbol) -> handle
   unload(module)
