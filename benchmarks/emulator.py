@@ -20,7 +20,7 @@ import torch
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests" / "emu"))
 from exec_helpers import VCC, c, ins, label, launch, lit, program, s, v  # noqa: E402
 
-from flyaot.emu.driver import EmuDriver  # noqa: E402
+from flyaot.emu.driver import Emulator  # noqa: E402
 
 
 def synthetic(iters=2000):
@@ -61,7 +61,7 @@ def gemm_decode(n, k):
     x = torch.randn(1, k, generator=g).to(torch.bfloat16)
     out = torch.zeros(1, n, dtype=torch.bfloat16)
     p = plan.plan(x, weight, out, params=configs.choose(n, k, 1))
-    drv = EmuDriver()
+    drv = Emulator()
     fn = drv.get_function(drv.load_module(code), name)
     buf = bytearray(fn.kernel.kernarg_size)
     explicit = [a for a in fn.kernel.args if not a.value_kind.startswith("hidden")]

@@ -1,4 +1,4 @@
-"""The `emu` driver: load code objects and launch their kernels on the CPU emulator.
+"""The emulator's module API: load code objects and launch their kernels on the CPU.
 
 Same shape as the hip/cuda drivers: load_module(bytes) -> module, get_function(module, name),
 launch(function, grid, block, kernarg, buffers) -> counters, unload(module). `grid` counts
@@ -40,8 +40,8 @@ class EmuFunction:
     kernel: codeobject.KernelInfo
 
 
-class EmuDriver:
-    name = "emu"
+class Emulator:
+    """Loads code objects and runs their kernels on the CPU (the runtime adapts it as the emu driver)."""
 
     def load_module(self, code_object: bytes) -> EmuModule:
         data = bytes(code_object)

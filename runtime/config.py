@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from .. import FLYDSL_VERSION as EXPECTED_FLYDSL  # noqa: F401  (every store must be built with it)
 from .. import __version__, targets
+from . import drivers
 
 ENV_VARS = ("FLYAOT_PREBUILT_PATH", "FLYAOT_CACHE_DIR", "FLYAOT_DISABLE_JIT", "FLYAOT_RECORD_MISSES",
             "FLYAOT_DEVICE", "FLYAOT_JIT_TIMEOUT", "FLYAOT_PY_LAUNCH", "XDG_CACHE_HOME")
@@ -52,8 +53,8 @@ class Config:
     def from_env(cls) -> "Config":
         extra = tuple(pathlib.Path(p) for p in os.environ.get("FLYAOT_PREBUILT_PATH", "").split(os.pathsep) if p)
         device = os.environ.get("FLYAOT_DEVICE", "").strip().lower()
-        if device not in ("", "emu", "hip", "cuda"):
-            raise ValueError(f"FLYAOT_DEVICE={device!r}: expected emu, hip or cuda")
+        if device not in ("",) + drivers.NAMES:
+            raise ValueError(f"FLYAOT_DEVICE={device!r}: expected {', '.join(drivers.NAMES)}")
         timeout = os.environ.get("FLYAOT_JIT_TIMEOUT", "900")
         try:
             jit_timeout = float(timeout)

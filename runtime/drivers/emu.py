@@ -7,11 +7,11 @@ from ... import targets
 
 
 class EmuDriver:
+    """The runtime's driver named "emu": adapts flyaot.emu's Emulator to the driver protocol."""
     name = "emu"
 
     def __init__(self):
-        from flyaot.emu.driver import ISA_ARCH
-        from flyaot.emu.driver import EmuDriver as Emulator
+        from flyaot.emu.driver import ISA_ARCH, Emulator
         row = targets.get(ISA_ARCH)
         if not row.emulated:
             raise RuntimeError(f"the emulator implements {ISA_ARCH}, whose row in targets.py says it is not emulated")
