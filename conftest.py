@@ -1,8 +1,14 @@
-"""Repository-wide pytest setup: GPU tests skip cleanly where torch sees no GPU, and the probe
-family's store is built once per session by the real build CLI."""
+"""Repository-wide pytest setup: the test-only families are found, GPU tests skip cleanly where torch
+sees no GPU, and the probe family's store is built once per session by the real build CLI."""
 import json
+import os
+import pathlib
 
 import pytest
+
+# The test-only families (probe, emu_samples) live in tests/families; this makes them families of
+# flyaot.kernel_defs for this process and every build CLI and compile worker it starts.
+os.environ.setdefault("FLYAOT_EXTRA_FAMILIES", str(pathlib.Path(__file__).resolve().parent / "tests" / "families"))
 
 from tests.support import run_build
 

@@ -16,7 +16,7 @@ import argparse
 import torch
 
 from flyaot import runtime
-from flyaot.runtime.timing import graph_median_us, on_prebuilt_target
+from flyaot.ops.timing import graph_median_us, on_prebuilt_target
 from flyaot.kernel_defs.gemm_a16wfp4 import configs, reference, tiles
 from flyaot.ops import gemm_a16wfp4, prepare_mxfp4_weight
 

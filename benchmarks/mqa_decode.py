@@ -16,7 +16,7 @@ import argparse
 import torch
 
 from flyaot import runtime
-from flyaot.runtime.timing import graph_median_us, on_prebuilt_target
+from flyaot.ops.timing import graph_median_us, on_prebuilt_target
 from flyaot.kernel_defs.mqa_common import layouts
 from flyaot.kernel_defs.mqa_decode import plan as P
 from flyaot.kernel_defs.mqa_decode.geometry import direct_tile

@@ -19,7 +19,7 @@ import argparse
 import torch
 
 from flyaot import runtime
-from flyaot.runtime.timing import graph_median_us, on_prebuilt_target
+from flyaot.ops.timing import graph_median_us, on_prebuilt_target
 from flyaot.kernel_defs.mqa_common import layouts
 from flyaot.kernel_defs.mqa_prefill.geometry import CHUNK_TOKENS, Geometry
 from flyaot.ops import pa_mqa_logits_fp4_prefill

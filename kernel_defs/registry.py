@@ -80,10 +80,13 @@ def family_source_hash(family: str) -> str:
     spec's content id, so the build and the runtime both know when a code object is out of date."""
     root = pathlib.Path(__file__).parent
     others = set(family_names()) - {family}
+    files = [(p.relative_to(root), p) for p in root.rglob("*.py") if p.relative_to(root).parts[0] not in others]
+    own = pathlib.Path(importlib.import_module(f"{__package__}.{family}").__file__).parent
+    if own.parent != root:      # a family from FLYAOT_EXTRA_FAMILIES: its folder is not under root
+        files += [(pathlib.Path(family) / p.relative_to(own), p) for p in own.rglob("*.py")]
     h = hashlib.sha256()
-    for path in sorted(root.rglob("*.py")):
-        rel = path.relative_to(root)
-        if rel.parts[0] in others or "__pycache__" in rel.parts:
+    for rel, path in sorted(files):
+        if "__pycache__" in rel.parts:
             continue
         h.update(rel.as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()

@@ -132,7 +132,7 @@ def selftest(device):
     N and K are kernel arguments, so small N, K run the same code objects as the production shapes."""
     from ..kernel_defs.gemm_a16wfp4 import configs, tiles
     from ..kernel_defs.gemm_a16wfp4.reference import gemm_reference, random_weight
-    from ..runtime.hooks import check
+    from .hooks import check
     torch.device(device)          # a bad device string fails the hook, not each case
 
     def case(m, n, k, seed):
@@ -161,7 +161,7 @@ def bench(device):
     on the same device (in `detail`) as the baseline."""
     from ..kernel_defs.gemm_a16wfp4 import configs, tiles
     from ..kernel_defs.gemm_a16wfp4.reference import random_weight
-    from ..runtime.hooks import timed
+    from .hooks import timed
     emu = torch.device(device).type == "cpu"
     for m, n, k in _BENCH_EMU if emu else _BENCH_GPU:
         g = torch.Generator().manual_seed(m + n + k)

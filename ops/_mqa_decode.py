@@ -136,7 +136,7 @@ def selftest(device):
     0.99999 and max |err| <= 1e-3 max|ref| on visible cells, every invisible cell exactly -inf."""
     from ..kernel_defs.mqa_common.reference import compare, passes
     from ..kernel_defs.mqa_decode.reference import pa_mqa_logits_reference, visible_mask
-    from ..runtime.hooks import check, describe
+    from .hooks import check, describe
     torch.device(device)          # a bad device string fails the hook, not each case
 
     def case(seed, ctx, next_n, heads, msl, *, head_dim=128, page=64, external=False):
@@ -167,7 +167,7 @@ _BENCH_EMU = ((2, 1, 512, 64),)
 def bench(device):
     """Median us per `pa_mqa_logits_fp4` call (including the op's -inf fill and schedule) on rows of the
     seed's decode table: H64 (or H128), D128, page 64, ragged contexts averaging max_ctx / 2."""
-    from ..runtime.hooks import timed
+    from .hooks import timed
     emu = torch.device(device).type == "cpu"
     for batch, next_n, max_ctx, heads in _BENCH_EMU if emu else _BENCH_GPU:
         g = torch.Generator().manual_seed(batch * 1000 + max_ctx)

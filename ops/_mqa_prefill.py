@@ -258,7 +258,7 @@ def _hook_metrics(out, case, rb, ls, le, weight_scale):
     """(passes, detail) of `out` against the reference over the windows (criteria of mqa_common.reference)."""
     from ..kernel_defs.mqa_common.reference import compare, passes
     from ..kernel_defs.mqa_prefill import reference as R
-    from ..runtime.hooks import describe
+    from .hooks import describe
     ref = R.prefill_logits(case.q_fp4, case.q_scale, case.kv_cache, case.kv_scale, case.block_tables,
                            case.weights, rb, ls, le, case.max_seq_len, weight_scale)
     m = compare(out.cpu(), ref, R.visible(rb, ls, le, case.max_seq_len))
@@ -269,7 +269,7 @@ def selftest(device):
     """Explicit windows and variable qlen through the public ops on small problems, against the torch
     reference: cosine >= 0.99999 and max |err| <= 1e-3 max|ref| in-window, every other cell exactly -inf."""
     from ..kernel_defs.mqa_prefill import reference as R
-    from ..runtime.hooks import check
+    from .hooks import check
     torch.device(device)          # a bad device string fails the hook, not each case
 
     def i32(values):
@@ -307,7 +307,7 @@ _BENCH_EMU = ((1, 4, 256),)
 def bench(device):
     """Median us per `pa_mqa_logits_fp4_varqlen` call (including its -inf fill, windows and schedule),
     H64, D128, page 64."""
-    from ..runtime.hooks import timed
+    from .hooks import timed
     emu = torch.device(device).type == "cpu"
     for batch, qlen, kv in _BENCH_EMU if emu else _BENCH_GPU:
         rows = batch * qlen

@@ -6,6 +6,7 @@ import pathlib
 import subprocess
 import sys
 import venv
+import zipfile
 
 import pytest
 
@@ -38,6 +39,12 @@ def test_offline_install_without_flydsl(tmp_path):
                     "-w", str(dist), str(REPO)], check=True, timeout=600, cwd=tmp_path)
     wheels = list(dist.glob("flyaot-*.whl"))
     assert len(wheels) == 1
+    with zipfile.ZipFile(wheels[0]) as whl:
+        names = whl.namelist()
+    # Developer tools and test-only families never ship; the emulator's ISA tables and the families do.
+    assert [n for n in names if n.startswith("flyaot/tools/") or "gen_opcodes" in n] == []
+    assert [n for n in names if "/probe/" in n or "emu_samples" in n or n.startswith("flyaot/tests/")] == []
+    assert "flyaot/emu/isa/gfx950/opcodes.py" in names and "flyaot/kernel_defs/mqa_decode/kernel.py" in names
 
     env_dir = tmp_path / "venv"
     venv.EnvBuilder(with_pip=False).create(env_dir)

@@ -12,7 +12,9 @@ import pytest
 from runtime_helpers import make_config
 
 from flyaot import runtime
-from flyaot.runtime import cli, hooks, misses
+from flyaot import cli
+from flyaot.ops import hooks
+from flyaot.runtime import misses
 from flyaot.runtime.dispatch import Runtime
 from tests.support import run_build
 
