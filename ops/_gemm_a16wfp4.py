@@ -14,8 +14,7 @@ from ..kernel_defs.gemm_a16wfp4 import layout, plan as gemm_plan
 from ..kernel_defs.gemm_a16wfp4.layout import PreparedMXFP4Weight
 from ..kernel_defs.gemm_a16wfp4.reference import decode_weight
 from ..kernel_defs.validate import E8M0, FP4X2, check_same_device, check_tensor
-from ..runtime.custom_ops import custom_op
-from ._torch_ops import call_registered, dispatch_modes as _dispatch_modes, is_compiling as _is_compiling, no_output
+from ._torch_ops import call_registered, custom_op, dispatch_modes as _dispatch_modes, is_compiling as _is_compiling, no_output
 
 log = logging.getLogger(__name__)
 

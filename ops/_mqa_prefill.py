@@ -15,8 +15,7 @@ from ..kernel_defs.mqa_prefill import plan as _plan
 from ..kernel_defs.mqa_prefill import schedule as _schedule
 from ..kernel_defs.mqa_prefill.geometry import CHUNK_TOKENS, CTA_INFO_INTS, WAVES
 from ..kernel_defs.validate import check_int
-from ..runtime.custom_ops import custom_op
-from ._torch_ops import call_registered, dispatch_modes as _dispatch_modes, is_compiling as _is_compiling, no_output
+from ._torch_ops import call_registered, custom_op, dispatch_modes as _dispatch_modes, is_compiling as _is_compiling, no_output, traced_op
 
 __all__ = ["pa_mqa_logits_fp4_prefill", "pa_mqa_logits_fp4_varqlen", "compute_prefill_schedule",
            "compute_varqlen_windows"]
@@ -79,17 +78,20 @@ def compute_varqlen_windows(cu_seq_q, context_lens, total_q: int, *, out=None):
     return _schedule.varqlen_windows(cu_seq_q, context_lens, total_q, out=out)
 
 
-def pa_mqa_logits_fp4_prefill(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, row_to_batch,
-                              local_starts, local_ends, max_seq_len, *, weight_scale=1.0, block_k=256,
-                              kv_block_size=None, num_warps=4, parallel_unit_num=None, out=None,
-                              cta_info=None, n_ctas=None, stream=None):
+def _prefill_fake(q_fp4, max_seq_len, **_):
+    return torch.empty((q_fp4.shape[0], max_seq_len), dtype=torch.float32, device=q_fp4.device)
+
+
+@traced_op(fake=_prefill_fake)
+def pa_mqa_logits_fp4_prefill(q_fp4: torch.Tensor, q_scale: torch.Tensor, kv_cache: torch.Tensor, kv_scale: torch.Tensor,
+                              block_tables: torch.Tensor, weights: torch.Tensor, row_to_batch: torch.Tensor,
+                              local_starts: torch.Tensor, local_ends: torch.Tensor, max_seq_len: int, *,
+                              weight_scale: float = 1.0, block_k: int = 256, kv_block_size: Optional[int] = None,
+                              num_warps: int = 4, parallel_unit_num: Optional[int] = None, out=None,
+                              cta_info: Optional[torch.Tensor] = None, n_ctas: Optional[int] = None, stream=None):
     """Logits float32 [T, max_seq_len]: row r scores tokens [local_starts[r], local_ends[r]) of batch
     row_to_batch[r]; -inf elsewhere. Under torch.compile (or a dispatch mode): the op of the same name,
     or its `_out` variant with `out`; `stream` must then be None."""
-    if _is_compiling() or _dispatch_modes():
-        args = (q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, row_to_batch, local_starts, local_ends,
-                max_seq_len, weight_scale, block_k, kv_block_size, num_warps, parallel_unit_num, cta_info, n_ctas)
-        return call_registered("pa_mqa_logits_fp4_prefill", args, out, stream)
     params = _plan.check_inputs(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, max_seq_len)
     rows = q_fp4.shape[0]
     _check_knobs(block_k, num_warps, kv_block_size, params["page_size"])
@@ -186,37 +188,8 @@ def _windows_out_op(cu_seq_q: torch.Tensor, context_lens: torch.Tensor, total_q:
     compute_varqlen_windows(cu_seq_q, context_lens, total_q, out=(row_to_batch, local_starts, local_ends))
 
 
-def _prefill_fake(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, row_to_batch, local_starts, local_ends,
-                  max_seq_len, *knobs):
-    return torch.empty((q_fp4.shape[0], max_seq_len), dtype=torch.float32, device=q_fp4.device)
-
-
 def _varqlen_fake(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, max_seq_len, *knobs):
     return torch.empty((q_fp4.shape[0], max_seq_len), dtype=torch.float32, device=q_fp4.device)
-
-
-@custom_op("pa_mqa_logits_fp4_prefill", mutates_args=(), fake=_prefill_fake)
-def _prefill_op(q_fp4: torch.Tensor, q_scale: torch.Tensor, kv_cache: torch.Tensor, kv_scale: torch.Tensor,
-                block_tables: torch.Tensor, weights: torch.Tensor, row_to_batch: torch.Tensor,
-                local_starts: torch.Tensor, local_ends: torch.Tensor, max_seq_len: int, weight_scale: float,
-                block_k: int, kv_block_size: Optional[int], num_warps: int, parallel_unit_num: Optional[int],
-                cta_info: Optional[torch.Tensor], n_ctas: Optional[int]) -> torch.Tensor:
-    return pa_mqa_logits_fp4_prefill(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, row_to_batch,
-                                     local_starts, local_ends, max_seq_len, weight_scale=weight_scale,
-                                     block_k=block_k, kv_block_size=kv_block_size, num_warps=num_warps,
-                                     parallel_unit_num=parallel_unit_num, cta_info=cta_info, n_ctas=n_ctas)
-
-
-@custom_op("pa_mqa_logits_fp4_prefill_out", mutates_args=("out",), fake=no_output)
-def _prefill_out_op(q_fp4: torch.Tensor, q_scale: torch.Tensor, kv_cache: torch.Tensor, kv_scale: torch.Tensor,
-                    block_tables: torch.Tensor, weights: torch.Tensor, row_to_batch: torch.Tensor,
-                    local_starts: torch.Tensor, local_ends: torch.Tensor, max_seq_len: int, weight_scale: float,
-                    block_k: int, kv_block_size: Optional[int], num_warps: int, parallel_unit_num: Optional[int],
-                    cta_info: Optional[torch.Tensor], n_ctas: Optional[int], out: torch.Tensor) -> None:
-    pa_mqa_logits_fp4_prefill(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, row_to_batch, local_starts,
-                              local_ends, max_seq_len, weight_scale=weight_scale, block_k=block_k,
-                              kv_block_size=kv_block_size, num_warps=num_warps, parallel_unit_num=parallel_unit_num,
-                              out=out, cta_info=cta_info, n_ctas=n_ctas)
 
 
 @custom_op("pa_mqa_logits_fp4_varqlen", mutates_args=(), fake=_varqlen_fake)
