@@ -10,7 +10,7 @@ from .. import FLYDSL_VERSION, __version__, targets
 from ..formats import codeobject
 from ..formats.manifest import empty_manifest
 from ..kernel_defs import registry
-from ..kernel_defs.flydsl_compile import KernelBuild
+from .flydsl_compile import KernelBuild
 from ..kernel_defs.registry import family_source_hash
 from . import gates, pool, toolchain
 from .store import BuildCache, make_entry, write_store
@@ -50,6 +50,10 @@ def finish_entry(spec, spec_id: str, kb: KernelBuild):
         co = codeobject.parse(kb.code_object)
     except codeobject.CodeObjectError as e:
         return None, str(e)
+    declared = tuple(fam.abi(params))
+    if tuple(zip(kb.arg_names, kb.arg_ctypes)) != declared:
+        return None, (f"the launcher's signature {list(zip(kb.arg_names, kb.arg_ctypes))} differs from the "
+                      f"kernel ABI the family declares {list(declared)}")
     problems = gates.check(co, target=targets.get(spec.target), symbol=fam.symbol(params), block=tuple(fam.block(params)),
                            traced_block=tuple(kb.block), arg_ctypes=tuple(kb.arg_ctypes), budget=fam.budget(params))
     if problems:

@@ -6,7 +6,7 @@ from ..formats import codeobject
 from ..formats import manifest as mf
 from ..formats.manifest import Spec
 from ..kernel_defs import registry
-from ..kernel_defs.flydsl_compile import KernelBuild
+from .flydsl_compile import KernelBuild
 from . import gates
 from .store import make_entry
 

@@ -2,15 +2,15 @@
 log file, so when FlyDSL aborts the process (an MLIR assertion) the parent still has the diagnostic
 and fails only that spec.
 """
-import importlib
 import os
 import traceback
 
 
 def compile_spec_in_process(family: str, params: dict):
     """Compile one spec here (the caller has set up the toolchain environment)."""
-    kernel = importlib.import_module(f"flyaot.kernel_defs.{family}.kernel")
-    return kernel.build(dict(params))
+    from ..kernel_defs import registry
+    from .flydsl_compile import compile_family_spec
+    return compile_family_spec(registry.get_family(family), params)
 
 
 def run_one(conn, log_path: str, toolkit_root: str, family: str, params: dict, arch: str) -> None:

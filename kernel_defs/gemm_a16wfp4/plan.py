@@ -5,13 +5,12 @@ preallocated `out` allocates nothing at all.
 """
 import torch
 
-from ..registry import LaunchPlan
+from ..registry import LaunchPlan  # noqa: F401  (the type plans return)
 from ..validate import check_device, check_int, check_tensor
 from . import configs, tiles
 from .layout import PreparedMXFP4Weight
 from .tiles import WAVE, WAVES
 
-FAMILY = "gemm_a16wfp4"
 FUSED_ALIGN = 256        # N and K the kernels serve must be multiples of this
 
 
@@ -70,4 +69,10 @@ def plan(x, weight: PreparedMXFP4Weight, out, *, params: dict = None) -> LaunchP
             "m": m, "n": weight.n, "k": weight.k,
             "stride_x": x.stride(0) if m > 1 else weight.k,
             "stride_out": out.stride(0) if m > 1 else weight.n}
-    return LaunchPlan(FAMILY, params, grid, block(params), args)
+    return _family().launch_plan(params, grid, args)
+
+
+def _family():
+    """This family's declaration (specs.py imports this module, so it is looked up at call time)."""
+    from .specs import FAMILY
+    return FAMILY

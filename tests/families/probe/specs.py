@@ -1,5 +1,5 @@
 from ...targets import DEFAULT_TARGET
-from ..registry import Budget, Family
+from ..registry import Budget, Family, kernel_abi
 from . import plan
 
 FAMILY = Family(
@@ -9,6 +9,7 @@ FAMILY = Family(
     symbol=plan.symbol,
     block=plan.block,
     targets=(DEFAULT_TARGET,),
+    abi=lambda params: kernel_abi("void* out, int32_t n, float value"),
     budget=lambda params: Budget(max_vgpr=32),
     shipped=False,
     doc="out[i] = value + 1 for i < n; test-only",
