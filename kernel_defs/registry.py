@@ -64,8 +64,12 @@ class Family:
 
     def launch_plan(self, params: dict, grid: tuple, args: dict) -> "LaunchPlan":
         """The LaunchPlan of one call; `args` must name exactly the spec's kernel arguments."""
-        names = _abi_names(self.name, self.abi, tuple(sorted(params.items())))
-        if len(names) != len(args) or not all(n in args for n in names):
+        abi = self.abi(params)
+        names = _ABI_NAMES.get(id(abi))
+        if names is None or names[0] is not abi:     # an ABI tuple seen for the first time
+            names = _ABI_NAMES[id(abi)] = (abi, frozenset(n for n, _ in abi))
+        if args.keys() != names[1]:
+            names = [n for n, _ in abi]
             missing, extra = [n for n in names if n not in args], [n for n in args if n not in names]
             raise ValueError(f"{self.name}: launch arguments do not match the kernel ABI "
                              f"(missing {missing}, unknown {extra}; the ABI is {list(names)})")
@@ -101,9 +105,9 @@ def kernel_abi(signature: str) -> tuple:
     return tuple(out)
 
 
-@functools.lru_cache(maxsize=4096)
-def _abi_names(family: str, abi, params: tuple) -> tuple:
-    return tuple(name for name, _ in abi(dict(params)))
+# id(ABI tuple) -> (the tuple, its argument names): launch_plan runs on every op call, so the names of
+# each declared ABI are gathered once (the tuple is kept, so its id cannot be reused).
+_ABI_NAMES = {}
 
 
 def family_names() -> list:

@@ -3,6 +3,8 @@
 Pure Python over torch: allocates nothing and never touches device memory, so a call with a
 preallocated `out` allocates nothing at all.
 """
+import functools
+
 import torch
 
 from ..registry import LaunchPlan  # noqa: F401  (the type plans return)
@@ -72,7 +74,8 @@ def plan(x, weight: PreparedMXFP4Weight, out, *, params: dict = None) -> LaunchP
     return _family().launch_plan(params, grid, args)
 
 
+@functools.cache
 def _family():
-    """This family's declaration (specs.py imports this module, so it is looked up at call time)."""
+    """This family's declaration (specs.py imports this module, so it is looked up on first use)."""
     from .specs import FAMILY
     return FAMILY

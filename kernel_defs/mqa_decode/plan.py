@@ -5,6 +5,7 @@ H64/H128 (any page size, any next_n); the staged-LDS kernel serves everything el
 schedule (`cta_info`), an explicit persistent grid (`parallel_unit_num`), caller `block_k` / `num_warps`
 overrides, and the other head counts and D256.
 """
+import functools
 from dataclasses import dataclass
 
 import torch
@@ -151,7 +152,8 @@ def direct_plan(s: Shapes, max_seq_len: int, *, out, q_fp4, q_scale, kv_cache, k
     return _family().launch_plan(params, (-(-max_seq_len // tile), s.batch, 1), args)
 
 
+@functools.cache
 def _family():
-    """This family's declaration (specs.py imports this module, so it is looked up at call time)."""
+    """This family's declaration (specs.py imports this module, so it is looked up on first use)."""
     from .specs import FAMILY
     return FAMILY

@@ -3,6 +3,8 @@
 One CTA per schedule slot (grid = cta_info rows); the spec is fixed by (H, D, page size); every stride,
 max_seq_len and weight_scale is a runtime argument.
 """
+import functools
+
 import torch
 
 from .. import validate as V
@@ -98,7 +100,8 @@ def make_plan(params: dict, *, q_fp4, q_scale, kv_cache, kv_scale, block_tables,
     return _family().launch_plan(dict(params), (cta_info.shape[0], 1, 1), args)
 
 
+@functools.cache
 def _family():
-    """This family's declaration (specs.py imports this module, so it is looked up at call time)."""
+    """This family's declaration (specs.py imports this module, so it is looked up on first use)."""
     from .specs import FAMILY
     return FAMILY

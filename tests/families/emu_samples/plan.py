@@ -4,6 +4,8 @@
 tensors and ints) and maps it onto the kernel's arguments; lds_waves' grid comes from the case's
 `groups` (one workgroup per 128 values).
 """
+import functools
+
 from ..registry import LaunchPlan
 
 
@@ -53,7 +55,8 @@ def plan(kernel: str, case: dict) -> LaunchPlan:
     return _family().launch_plan({"kernel": kernel}, grid(kernel, case), {a: case[a] for a in ARGS[kernel]})
 
 
+@functools.cache
 def _family():
-    """This family's declaration (specs.py imports this module, so it is looked up at call time)."""
+    """This family's declaration (specs.py imports this module, so it is looked up on first use)."""
     from .specs import FAMILY
     return FAMILY

@@ -1,4 +1,6 @@
 """Launch geometry of the probe family (pure Python)."""
+import functools
+
 from ..registry import LaunchPlan  # noqa: F401  (the type plans return)
 
 
@@ -17,7 +19,8 @@ def plan(out, value: float, *, block_size: int = 64) -> LaunchPlan:
     return _family().launch_plan(params, grid, {"out": out, "n": n, "value": float(value)})
 
 
+@functools.cache
 def _family():
-    """This family's declaration (specs.py imports this module, so it is looked up at call time)."""
+    """This family's declaration (specs.py imports this module, so it is looked up on first use)."""
     from .specs import FAMILY
     return FAMILY
