@@ -2,6 +2,8 @@
 
 Rooms (top-level names inside flyaot) and what each may import from flyaot:
   targets   nothing             formats   nothing            emu    formats only
+  kernel_defs   formats and targets only (FlyDSL's compile back end lives in build_tools)
+  build_tools   anything but runtime, ops and emu
   runtime   anything but ops, and build_tools / kernel_defs only from inside a function of the
             modules that take the JIT path (the lazy compile call and the staleness check it needs)
 A module-level import and an import inside a function both count; only the JIT exception is lazy.
@@ -19,6 +21,8 @@ FORBIDDEN = {
     "targets": lambda room, lazy, where: True,
     "formats": lambda room, lazy, where: True,
     "emu": lambda room, lazy, where: room != "formats",
+    "kernel_defs": lambda room, lazy, where: room not in ("formats", "targets"),
+    "build_tools": lambda room, lazy, where: room in ("runtime", "ops", "emu"),
     "runtime": lambda room, lazy, where: room == "ops" or (
         room in ("build_tools", "kernel_defs") and not (lazy and where in JIT_MODULES)),
 }
@@ -98,6 +102,8 @@ def test_no_shipped_module_imports_upward():
     ("from ..runtime import errors\n", "emu", "imports flyaot.runtime"),
     ("import flyaot.targets\n", "formats", "imports flyaot.targets"),
     ("from . import formats\n", "targets", "imports flyaot.formats"),
+    ("from ..build_tools.flydsl_compile import compile_launcher\n", "kernel_defs", "imports flyaot.build_tools"),
+    ("from ..runtime import launch\n", "build_tools", "imports flyaot.runtime"),
 ])
 def test_an_upward_import_is_caught(tmp_path, monkeypatch, source, room, expected):
     """The walker sees a planted upward import in each ruled room (so the test above can fail)."""
