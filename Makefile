@@ -4,8 +4,8 @@ PIP := $(PYTHON) -m pip
 
 .PHONY: wheel test deps test-deps install prebuilt sdist clean
 
-## Main job: the full prebuilt set compiled for gfx950 and verified, packed into dist/: a manylinux
-## abi3 wheel and an sdist carrying the same prebuilt set.
+## Main job: the full prebuilt set compiled for the default target and verified, packed into dist/: a
+## manylinux abi3 wheel and an sdist carrying the same prebuilt set.
 wheel: deps install prebuilt
 	rm -rf build dist
 	$(PIP) wheel --no-deps --no-build-isolation -w dist .
@@ -31,4 +31,4 @@ prebuilt:
 	$(PYTHON) -m flyaot.build_tools verify
 
 clean:
-	rm -rf build dist *.egg-info prebuilt/manifest.json prebuilt/gfx*/
+	rm -rf build dist *.egg-info prebuilt/manifest.json $(filter-out prebuilt/__pycache__/,$(wildcard prebuilt/*/))

@@ -1,4 +1,4 @@
-"""flyaot: ahead-of-time compiled FlyDSL kernels for AMD gfx950, loaded with zero JIT.
+"""flyaot: ahead-of-time compiled FlyDSL kernels for AMD GPUs (the targets in targets.py), loaded with zero JIT.
 
 Importing this package reads no code object and imports neither flydsl nor MLIR; the public ops
 live in `flyaot.ops` and load what they need on first use.
@@ -11,7 +11,6 @@ import logging as _logging
 import os as _os
 
 __version__ = "0.1.0"
-TARGET = "gfx950"
 FLYDSL_VERSION = "0.5.0"     # the FlyDSL release the prebuilt set is built and tested with
 
 

@@ -1,6 +1,6 @@
-"""`python -m flyaot`: see flyaot.runtime.cli."""
+"""`python -m flyaot`: see flyaot.cli."""
 import sys
 
-from .runtime.cli import main
+from .cli import main
 
 sys.exit(main())

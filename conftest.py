@@ -1,13 +1,19 @@
-"""Repository-wide pytest setup: device tests skip cleanly where their device is absent, and the probe
-family's store is built once per session by the real build CLI.
+"""Repository-wide pytest setup: the test-only families are found, device tests skip cleanly where
+their device is absent, and the probe family's store is built once per session by the real build CLI.
 
 Two device markers, so that a run on one kind of GPU can never be read as a run on another:
   gpu     any CUDA or ROCm device torch can see (the load/launch/graph path; cubins on NVIDIA)
   gfx950  an AMD gfx950 device (MI350X/MI355X): the shipped code objects executing for real
 """
 import json
+import os
+import pathlib
 
 import pytest
+
+# The test-only families (probe, emu_samples) live in tests/families; this makes them families of
+# flyaot.kernel_defs for this process and every build CLI and compile worker it starts.
+os.environ.setdefault("FLYAOT_EXTRA_FAMILIES", str(pathlib.Path(__file__).resolve().parent / "tests" / "families"))
 
 from tests.support import run_build
 

@@ -37,12 +37,12 @@ def version():
 setup(
     name="flyaot",
     version=version(),
-    description="Ahead-of-time compiled FlyDSL kernels for AMD gfx950 (MI355X)",
+    description="Ahead-of-time compiled FlyDSL kernels for AMD Instinct GPUs (MI355X)",
     long_description=(ROOT / "README.md").read_text(),
     long_description_content_type="text/markdown",
     packages=find_packages(),
     package_dir={"flyaot": "."},
-    package_data={"flyaot.prebuilt": ["manifest.json", "*/*.co"]},
+    package_data={"flyaot.prebuilt": ["manifest.json", "*/manifest.json", "*/*.co"]},
     python_requires=">=3.10",
     # The lowest torch a run has proven (see README, "Tested versions").
     install_requires=["torch>=2.11"],
@@ -52,7 +52,7 @@ setup(
         # JIT fallback for specs that were not prebuilt; FlyDSL imports numpy without declaring it.
         "jit": ["flydsl==0.5.0", "ziglang>=0.13", "numpy>=1.26"],
     },
-    entry_points={"console_scripts": ["flyaot = flyaot.runtime.cli:main"]},
+    entry_points={"console_scripts": ["flyaot = flyaot.cli:main"]},
     # The C launch path (stable ABI, one build for CPython >= 3.10); optional: without a C compiler the
     # package still installs and launches through Python.
     ext_modules=[Extension("flyaot.runtime._launch", ["runtime/_launch.c"], optional=True, py_limited_api=True)],

@@ -28,14 +28,14 @@ class GPUTarget:
 
 # gfx950 (CDNA4, MI350X / MI355X): 160 KiB LDS per workgroup, 512 VGPRs per wave split 256 + 256
 # between architectural and accumulation registers, 102 addressable SGPRs, wave64.
-TARGETS = {
-    "gfx950": GPUTarget(backend="hip", arch="gfx950", warp_size=64, mach=0x4F, lds_bytes=160 * 1024,
-                        vgprs=256, agprs=256, sgprs=102, emulated=True,
-                        description="AMD CDNA4 (MI350X, MI355X)"),
-}
+_ROWS = (
+    GPUTarget(backend="hip", arch="gfx950", warp_size=64, mach=0x4F, lds_bytes=160 * 1024,
+              vgprs=256, agprs=256, sgprs=102, emulated=True, description="AMD CDNA4 (MI350X, MI355X)"),
+)
+TARGETS = {t.arch: t for t in _ROWS}
 
-# The target the prebuilt set, the JIT and the emulator default to.
-DEFAULT_TARGET = "gfx950"
+# The target the prebuilt set and the user cache default to: the first row.
+DEFAULT_TARGET = _ROWS[0].arch
 
 
 class UnknownTargetError(ValueError):

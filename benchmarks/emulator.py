@@ -20,7 +20,7 @@ import torch
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests" / "emu"))
 from exec_helpers import VCC, c, ins, label, launch, lit, program, s, v  # noqa: E402
 
-from flyaot.emu.driver import EmuDriver  # noqa: E402
+from flyaot.emu.driver import Emulator  # noqa: E402
 
 
 def synthetic(iters=2000):
@@ -40,8 +40,10 @@ def synthetic(iters=2000):
 _COMPILE = """
 import sys
 from flyaot.build_tools.toolchain import setup_process_env; setup_process_env()
-from flyaot.kernel_defs.gemm_a16wfp4 import configs, kernel
-kb = kernel.build(configs.choose({n}, {k}, 1))
+from flyaot.build_tools.flydsl_compile import compile_family_spec
+from flyaot.kernel_defs import registry
+from flyaot.kernel_defs.gemm_a16wfp4 import configs
+kb = compile_family_spec(registry.get_family("gemm_a16wfp4"), configs.choose({n}, {k}, 1))
 open(sys.argv[1], "wb").write(kb.code_object)
 print(kb.kernel_name)
 """
@@ -61,7 +63,7 @@ def gemm_decode(n, k):
     x = torch.randn(1, k, generator=g).to(torch.bfloat16)
     out = torch.zeros(1, n, dtype=torch.bfloat16)
     p = plan.plan(x, weight, out, params=configs.choose(n, k, 1))
-    drv = EmuDriver()
+    drv = Emulator()
     fn = drv.get_function(drv.load_module(code), name)
     buf = bytearray(fn.kernel.kernarg_size)
     explicit = [a for a in fn.kernel.args if not a.value_kind.startswith("hidden")]

@@ -17,7 +17,7 @@ import argparse
 import torch
 
 from flyaot import runtime
-from flyaot.runtime.timing import graph_median_us, on_gfx950
+from flyaot.ops.timing import graph_median_us, on_prebuilt_target
 from flyaot.kernel_defs.gemm_a16wfp4 import configs, reference, tiles
 from flyaot.ops import gemm_a16wfp4, prepare_mxfp4_weight
 
@@ -63,7 +63,7 @@ def main():
     ap.add_argument("--only", default="", help="comma-separated row indices of SHAPES")
     a = ap.parse_args()
     rows = [int(i) for i in a.only.split(",")] if a.only else range(len(SHAPES))
-    device = on_gfx950()
+    device = on_prebuilt_target()
     for i in rows:
         n, k, targets = SHAPES[i]
         for m in MS:

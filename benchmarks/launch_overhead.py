@@ -108,7 +108,7 @@ def dry(a):
     """flyaot's launchers with a C no-op as the driver's launch function (no GPU needed)."""
     import torch
     from flyaot.runtime import launchers
-    from flyaot.runtime.drivers.gpu import _LAUNCH_ARGS
+    from flyaot.runtime.drivers.base import LAUNCH_ARGS as _LAUNCH_ARGS
     from flyaot.store.slots import ArgLayout
     cc = shutil.which("cc") or shutil.which("gcc")
     if cc is None:

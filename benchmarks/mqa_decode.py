@@ -16,7 +16,7 @@ import argparse
 import torch
 
 from flyaot import runtime
-from flyaot.runtime.timing import graph_median_us, on_gfx950
+from flyaot.ops.timing import graph_median_us, on_prebuilt_target
 from flyaot.kernel_defs.mqa_common import layouts
 from flyaot.kernel_defs.mqa_decode import plan as P
 from flyaot.kernel_defs.mqa_decode.geometry import direct_tile
@@ -89,7 +89,7 @@ def main():
     ap.add_argument("--only", default="", help="comma-separated row indices of the table")
     a = ap.parse_args()
     rows = [int(i) for i in a.only.split(",")] if a.only else range(len(SHAPES))
-    device = on_gfx950()
+    device = on_prebuilt_target()
     for i in rows:
         batch, next_n, max_ctx, heads, target = SHAPES[i]
         name = f"{batch}x{next_n}x{max_ctx} H{heads}"

@@ -19,7 +19,7 @@ import argparse
 import torch
 
 from flyaot import runtime
-from flyaot.runtime.timing import graph_median_us, on_gfx950
+from flyaot.ops.timing import graph_median_us, on_prebuilt_target
 from flyaot.kernel_defs.mqa_common import layouts
 from flyaot.kernel_defs.mqa_prefill.geometry import CHUNK_TOKENS, Geometry
 from flyaot.ops import pa_mqa_logits_fp4_prefill
@@ -85,7 +85,7 @@ def main():
     ap.add_argument("--emu-max-q", type=int, default=32)
     a = ap.parse_args()
     picked = [int(i) for i in a.only.split(",")] if a.only else range(len(SHAPES))
-    device = on_gfx950()
+    device = on_prebuilt_target()
     if device:
         print(f"{'B x Q x KV':>20} {'median us':>10} {'target us':>10}")
     else:

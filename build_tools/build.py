@@ -6,11 +6,11 @@ import re
 import time
 from dataclasses import dataclass, field
 
-from .. import FLYDSL_VERSION, TARGET, __version__
+from .. import FLYDSL_VERSION, __version__, targets
 from ..formats import codeobject
 from ..formats.manifest import empty_manifest
 from ..kernel_defs import registry
-from ..kernel_defs.flydsl_compile import KernelBuild
+from .flydsl_compile import KernelBuild
 from ..kernel_defs.registry import family_source_hash
 from . import gates, pool, toolchain
 from ..store.write import write_store
@@ -51,7 +51,11 @@ def finish_entry(spec, spec_id: str, kb: KernelBuild):
         co = codeobject.parse(kb.code_object)
     except codeobject.CodeObjectError as e:
         return None, str(e)
-    problems = gates.check(co, symbol=fam.symbol(params), block=tuple(fam.block(params)),
+    declared = tuple(fam.abi(params))
+    if tuple(zip(kb.arg_names, kb.arg_ctypes)) != declared:
+        return None, (f"the launcher's signature {list(zip(kb.arg_names, kb.arg_ctypes))} differs from the "
+                      f"kernel ABI the family declares {list(declared)}")
+    problems = gates.check(co, target=targets.get(spec.target), symbol=fam.symbol(params), block=tuple(fam.block(params)),
                            traced_block=tuple(kb.block), arg_ctypes=tuple(kb.arg_ctypes), budget=fam.budget(params))
     if problems:
         return None, "refused by gates: " + "; ".join(problems)
@@ -67,7 +71,8 @@ def compile_specs(specs, *, cache_dir=None, jobs=None, timeout=120.0) -> BuildRe
         raise toolchain.ToolchainError(f"FlyDSL {fv} is installed; flyaot {__version__} is built and tested "
                                        f"with FlyDSL {FLYDSL_VERSION} (`python -m pip install flydsl=={FLYDSL_VERSION}`)")
     linker = toolchain.find_linker()
-    toolkit = toolchain.prepare_toolkit(linker)
+    toolkit_base = toolchain.default_toolkit_dir()
+    toolchain.prepare_toolkit(linker, toolkit_base)
     ids = spec_ids(specs, fv)
     # The linker is not part of a spec's content id (the runtime cannot know it), so it keys the cache.
     cache = BuildCache(pathlib.Path(cache_dir or default_cache_dir()) / re.sub(r"\W+", "-", linker.version))
@@ -100,17 +105,22 @@ def compile_specs(specs, *, cache_dir=None, jobs=None, timeout=120.0) -> BuildRe
             cache.put(report.entries[ids[outcome.spec.key]], outcome.build["code_object"])
             report.built += 1
 
-    pool.compile_all(todo, jobs=jobs, timeout=timeout, toolkit_root=str(toolkit), on_result=on_result)
+    pool.compile_all(todo, jobs=jobs, timeout=timeout, toolkit_root=str(toolkit_base), on_result=on_result)
     report.seconds = time.monotonic() - t0
     return report
 
 
-def build(specs, *, out, cache_dir=None, jobs=None, timeout=120.0, shard=None) -> BuildReport:
-    """Compile `specs` and, if none failed, make `out` a store of exactly them. `shard` ("i/n") is
-    recorded in the manifest so a merge can tell which shards it lacks."""
+def build(specs, *, out, target=targets.DEFAULT_TARGET, cache_dir=None, jobs=None, timeout=120.0,
+          shard=None) -> BuildReport:
+    """Compile `specs` (all for `target`) and, if none failed, make `out` a store of exactly them.
+    `shard` ("i/n") is recorded in the manifest so a merge can tell which shards it lacks."""
+    arch = targets.get(target).arch
+    others = sorted({s.key for s in specs if s.target != arch})
+    if others:
+        raise ValueError(f"a store holds one target ({arch}); these specs are for others: {others[:3]}")
     report = compile_specs(specs, cache_dir=cache_dir, jobs=jobs, timeout=timeout)
     if not report.failures:
-        manifest = empty_manifest(flyaot_version=__version__, toolchain=report.toolchain, target=TARGET)
+        manifest = empty_manifest(flyaot_version=__version__, toolchain=report.toolchain, target=arch)
         if shard:
             manifest["shard"] = shard
         manifest["specs"] = dict(sorted(report.entries.items()))

@@ -5,7 +5,7 @@ import os
 import pathlib
 import sys
 
-from .. import prebuilt
+from .. import prebuilt, targets
 
 PACKAGE_STORE = pathlib.Path(prebuilt.__file__).parent
 
@@ -24,13 +24,13 @@ def _cmd_build(a) -> int:
         return 2
     try:
         if a.from_misses:
-            specs = sp.specs_from_misses(a.from_misses)
+            specs = sp.specs_from_misses(a.from_misses, target=a.target)
         else:
-            specs = sp.enumerate_specs(a.family or None, include_unshipped=a.include_unshipped)
+            specs = sp.enumerate_specs(a.family or None, include_unshipped=a.include_unshipped, target=a.target)
         if a.shard:
             i, n = sp.parse_shard(a.shard)
             specs = sp.shard(specs, i, n)
-        report = build(specs, out=a.out, cache_dir=a.cache, jobs=a.jobs, timeout=a.timeout,
+        report = build(specs, out=a.out, target=a.target, cache_dir=a.cache, jobs=a.jobs, timeout=a.timeout,
                        shard=f"{i}/{n}" if a.shard else None)
     except (ToolchainError, StoreError, ValueError, KeyError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
@@ -65,7 +65,12 @@ def _cmd_verify(a) -> int:
 
 def _cmd_list(a) -> int:
     from . import specs as sp
-    for s in sp.enumerate_specs(a.family or None, include_unshipped=a.include_unshipped):
+    try:
+        specs = sp.enumerate_specs(a.family or None, include_unshipped=a.include_unshipped, target=a.target)
+    except (ValueError, KeyError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    for s in specs:
         print(s.key)
     return 0
 
@@ -89,6 +94,8 @@ def main(argv=None) -> int:
     b.add_argument("--family", action="append", help="only this family (repeatable); default: all shipped")
     b.add_argument("--include-unshipped", action="store_true", help="also test-only families")
     b.add_argument("--from-misses", metavar="FILE", help="build the specs a FLYAOT_RECORD_MISSES file names")
+    b.add_argument("--target", default=targets.DEFAULT_TARGET, help=f"GPU target (default {targets.DEFAULT_TARGET}; "
+                   f"known: {', '.join(sorted(targets.TARGETS))})")
     b.add_argument("--jobs", type=int, default=int(os.environ.get("FLYAOT_BUILD_JOBS", "0")) or None)
     b.add_argument("--shard", metavar="i/n")
     b.add_argument("--out", default=str(PACKAGE_STORE), help="store to write (default: the package's own, "
@@ -109,6 +116,7 @@ def main(argv=None) -> int:
     ls = sub.add_parser("list", help="list the specs a build would compile")
     ls.add_argument("--family", action="append")
     ls.add_argument("--include-unshipped", action="store_true")
+    ls.add_argument("--target", default=targets.DEFAULT_TARGET)
     ls.set_defaults(fn=_cmd_list)
     mx = sub.add_parser("matrix", help="print (or --update README.md with) the supported matrix")
     mx.add_argument("--update", metavar="README")

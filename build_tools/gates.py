@@ -1,18 +1,18 @@
-"""Refuse code objects that must not ship. Every check reads the code object's own metadata."""
+"""Refuse code objects that must not ship. Every check reads the code object's own metadata and
+compares it with the limits the target's row in targets.py declares."""
 from ..formats import codeobject
-from ..formats.codeobject import user_args
+from ..formats.codeobject import EF_AMDGPU_MACH, user_args
 from ..formats.manifest import SLOT_CTYPES
 
-LDS_LIMIT = 160 * 1024          # gfx950 LDS per workgroup
-TARGET_MACH = "gfx950"
 
-
-def check(co: codeobject.CodeObject, *, symbol: str, block: tuple, traced_block: tuple,
+def check(co: codeobject.CodeObject, *, target, symbol: str, block: tuple, traced_block: tuple,
           arg_ctypes: tuple, budget) -> list:
-    """All violations of one code object, as readable strings (empty list: it may ship)."""
+    """All violations of one code object built for `target` (a targets.GPUTarget), as readable
+    strings (empty list: it may ship)."""
     problems = []
-    if co.mach != TARGET_MACH or not co.target.endswith(TARGET_MACH):
-        problems.append(f"target is {co.mach} ({co.target!r}), not {TARGET_MACH}")
+    arch = co.target.split(":")[0].rsplit("-", 1)[-1]
+    if co.e_flags & EF_AMDGPU_MACH != target.mach or arch != target.arch:
+        problems.append(f"target is {co.mach} ({co.target!r}), not {target.arch}")
     names = [k.name for k in co.kernels]
     if symbol not in names:
         return problems + [f"expected kernel symbol {symbol!r} not found (has {names})"]
@@ -28,10 +28,14 @@ def check(co: codeobject.CodeObject, *, symbol: str, block: tuple, traced_block:
         problems.append(f"spills registers (vgpr {r.vgpr_spill}, sgpr {r.sgpr_spill})")
     if r.uses_dynamic_stack:
         problems.append("uses a dynamic stack")
-    if r.lds > LDS_LIMIT:
-        problems.append(f"LDS {r.lds} bytes exceeds {LDS_LIMIT}")
-    if r.wavefront_size != 64:
-        problems.append(f"wavefront size {r.wavefront_size}, expected 64")
+    if r.lds > target.lds_bytes:
+        problems.append(f"LDS {r.lds} bytes exceeds {target.arch}'s {target.lds_bytes}")
+    # SGPRs are not compared: the metadata count includes VCC and other implicit registers.
+    for used, limit, what in ((r.vgpr, target.vgprs, "VGPRs"), (r.agpr, target.agprs, "AGPRs")):
+        if used > limit:
+            problems.append(f"{used} {what} exceed {target.arch}'s {limit}")
+    if r.wavefront_size != target.warp_size:
+        problems.append(f"wavefront size {r.wavefront_size}, {target.arch} runs {target.warp_size}")
     block = tuple(block)
     threads = block[0] * block[1] * block[2]
     if tuple(traced_block) != block:

@@ -85,7 +85,7 @@ class _Job:
         self.log_path = logdir / f"job{index}.log"
         self.conn, child = ctx.Pipe(duplex=False)
         self.proc = ctx.Process(target=worker.run_one, daemon=True,
-                                args=(child, str(self.log_path), toolkit_root, spec.family, spec.param_dict))
+                                args=(child, str(self.log_path), toolkit_root, spec.family, spec.param_dict, spec.target))
         self.started = time.monotonic()
         with _reproducible_children():
             self.proc.start()

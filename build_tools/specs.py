@@ -1,22 +1,29 @@
 """Which specs to build: enumeration from the family registry, shards, miss files, source hashes."""
 import hashlib
 
-from .. import TARGET
+from .. import targets
 from ..formats.manifest import Spec
 from ..kernel_defs import registry
 from ..store import misses
 
 
-def enumerate_specs(families=None, *, include_unshipped=False, target=TARGET) -> list:
+def enumerate_specs(families=None, *, include_unshipped=False, target=targets.DEFAULT_TARGET) -> list:
+    """Every spec to build for `target`: of the families named (each must declare that target), else
+    of every shipped family (`include_unshipped`: every family) that declares it."""
+    arch = targets.get(target).arch
     names = families or registry.family_names()
     out = []
     for name in names:
         fam = registry.get_family(name)
         if not fam.shipped and not include_unshipped and not families:
             continue
+        if arch not in fam.targets:
+            if families:
+                raise ValueError(f"family {name} does not declare target {arch} (it declares {', '.join(fam.targets)})")
+            continue
         for params in fam.specs():
             fam.validate_params(params)
-            out.append(Spec.make(name, params, target))
+            out.append(Spec.make(name, params, arch))
     keys = [s.key for s in out]
     if len(set(keys)) != len(keys):
         dup = sorted({k for k in keys if keys.count(k) > 1})
@@ -41,10 +48,10 @@ def shard(specs: list, index: int, count: int) -> list:
     return [s for s in specs if bucket(s) == index]
 
 
-def specs_from_misses(path, target=TARGET) -> list:
+def specs_from_misses(path, target=targets.DEFAULT_TARGET) -> list:
     """The unique specs a FLYAOT_RECORD_MISSES file names, each checked against its family; a line that
     is malformed or recorded on another target is an error naming it."""
-    specs = misses.read(path, target)
+    specs = misses.read(path, targets.get(target).arch)
     for spec in specs:
         try:
             registry.get_family(spec.family).validate_params(spec.param_dict)

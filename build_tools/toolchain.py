@@ -1,4 +1,4 @@
-"""Find a gfx950-capable ld.lld and prepare the private toolkit folder FlyDSL compiles with.
+"""Find an ld.lld that links our targets' code objects and prepare the private toolkit folder FlyDSL compiles with.
 
 FlyDSL looks for `$ROCM_PATH/llvm/bin/ld.lld`. We never point it at a system ROCm: we make our own
 folder whose `llvm/bin/ld.lld` is a small script running the linker we found, in this order:
@@ -6,6 +6,7 @@ FLYAOT_LLD, $ROCM_PATH/llvm/bin/ld.lld, /opt/rocm/llvm/bin/ld.lld, ld.lld or ld.
 the PyPI `ziglang` package (`python -m ziglang ld.lld`).
 """
 import logging
+import hashlib
 import os
 import pathlib
 import re
@@ -15,11 +16,9 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
-from .. import FLYDSL_VERSION
+from .. import FLYDSL_VERSION, targets
 
 log = logging.getLogger("flyaot.build")
-
-TARGET_ARCH = "gfx950"
 
 
 # First line after the shebang of the wrapper we write: a candidate carrying it is one of our own
@@ -101,8 +100,8 @@ def _explicit_linker(cmd) -> Linker:
 
 
 def find_linker() -> Linker:
-    """The first candidate that runs and is LLD >= 17 (gfx950 support); else one clear error. A set
-    FLYAOT_LLD is the only candidate: unusable, it is an error naming it."""
+    """The first candidate that runs and is LLD >= 17 (the oldest that links every target in targets.py);
+    else one clear error. A set FLYAOT_LLD is the only candidate: unusable, it is an error naming it."""
     tried = []
     for origin, cmd in _candidates():
         if origin == "FLYAOT_LLD":
@@ -118,7 +117,7 @@ def find_linker() -> Linker:
             return Linker(tuple(cmd), origin, version)
         tried.append(f"{origin}: {' '.join(cmd)} ({version or 'did not run'})")
     raise ToolchainError(
-        "no ld.lld that can link gfx950 code objects was found. Install one with "
+        "no ld.lld that can link AMDGPU code objects was found. Install one with "
         "`python -m pip install ziglang` (ships LLD 22), or Debian's `apt-get install lld-22`, "
         "or set FLYAOT_LLD to an ld.lld (LLVM 17 or newer). Tried: " + "; ".join(tried or ["nothing"])
     )
@@ -134,12 +133,14 @@ def default_toolkit_dir() -> pathlib.Path:
 
 
 def prepare_toolkit(linker: Linker, root: pathlib.Path = None) -> pathlib.Path:
-    """Write `<root>/llvm/bin/ld.lld` running `linker`; return root (used as FlyDSL's ROCM_PATH)."""
-    root = pathlib.Path(root or default_toolkit_dir())
-    bindir = root / "llvm" / "bin"
-    bindir.mkdir(parents=True, exist_ok=True)
+    """Write `<root>/<linker digest>/llvm/bin/ld.lld` running `linker`; return that folder (FlyDSL's
+    ROCM_PATH). One folder per linker, so processes that link with different linkers at the same time
+    (an explicit FLYAOT_LLD beside the default) never rewrite each other's wrapper."""
     script = (f"#!/bin/sh\n{WRAPPER_MARK}\nexec " + " ".join(shlex.quote(c) for c in linker.command)
               + ' "$@"\n')
+    root = pathlib.Path(root or default_toolkit_dir()) / hashlib.sha256(script.encode()).hexdigest()[:16]
+    bindir = root / "llvm" / "bin"
+    bindir.mkdir(parents=True, exist_ok=True)
     target = bindir / "ld.lld"
     if not target.exists() or target.read_text() != script:
         tmp = bindir / f".ld.lld.{os.getpid()}"
@@ -149,23 +150,24 @@ def prepare_toolkit(linker: Linker, root: pathlib.Path = None) -> pathlib.Path:
     return root
 
 
-def flydsl_env(toolkit: pathlib.Path) -> dict:
-    """Environment for a compiling process: compile-only, gfx950, our toolkit, no FlyDSL disk cache
-    (FlyDSL's cache stores pickles; flyaot keeps its own content-addressed store)."""
+def flydsl_env(toolkit: pathlib.Path, arch: str = targets.DEFAULT_TARGET) -> dict:
+    """Environment for a compiling process: compile-only, for `arch`, our toolkit, no FlyDSL disk cache
+    (FlyDSL's cache stores pickles; flyaot keeps its own content-addressed store). `arch` is a row's
+    name, checked by the process that chose it (a compile worker gets the name, not the table)."""
     return {
         "COMPILE_ONLY": "1",
-        "ARCH": TARGET_ARCH,
-        "FLYDSL_GPU_ARCH": TARGET_ARCH,
+        "ARCH": arch,
+        "FLYDSL_GPU_ARCH": arch,
         "ROCM_PATH": str(toolkit),
         "FLYDSL_RUNTIME_ENABLE_CACHE": "0",
     }
 
 
-def setup_process_env(toolkit_root=None) -> Linker:
-    """Find the linker, prepare the toolkit and export the FlyDSL variables into os.environ."""
+def setup_process_env(toolkit_root=None, arch: str = targets.DEFAULT_TARGET) -> Linker:
+    """Find the linker, prepare the toolkit and export the FlyDSL variables for `arch` into os.environ."""
     linker = find_linker()
     root = prepare_toolkit(linker, toolkit_root)
-    os.environ.update(flydsl_env(root))
+    os.environ.update(flydsl_env(root, arch))
     return linker
 
 

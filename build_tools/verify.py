@@ -2,10 +2,11 @@
 its family's gates and the entry the build would write for it."""
 import pathlib
 
+from .. import targets
 from ..formats import codeobject
 from ..formats.manifest import Spec
 from ..kernel_defs import registry
-from ..kernel_defs.flydsl_compile import KernelBuild
+from .flydsl_compile import KernelBuild
 from ..store import verify as store_verify
 from ..store.index import Location
 from . import gates
@@ -17,12 +18,13 @@ def gate_problems(store, sid: str, entry: dict, data: bytes) -> list:
     spec = Spec.make(entry["family"], entry["params"], store.target)
     try:
         fam = registry.get_family(spec.family)
-    except KeyError as e:
+        target = targets.get(store.target)
+    except (KeyError, ValueError) as e:
         return [str(e)]
     co = codeobject.parse(data)
     params = spec.param_dict
     kb = KernelBuild.from_entry(entry, data)
-    problems = gates.check(co, symbol=fam.symbol(params), block=tuple(fam.block(params)), traced_block=kb.block,
+    problems = gates.check(co, target=target, symbol=fam.symbol(params), block=tuple(fam.block(params)), traced_block=kb.block,
                            arg_ctypes=kb.arg_ctypes, budget=fam.budget(params))
     if make_entry(spec, sid, kb, co) != entry:
         problems.append("manifest entry disagrees with the code object's metadata")

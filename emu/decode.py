@@ -41,8 +41,13 @@ Atomics that return (glc/sc0 set) have the returned register in `dst`.
 import re
 import struct
 
-from .isa.gfx950.opcodes import OPCODES, VOP3_OP_SEL
 from .instr import Instr, Operand
+from .isa import gfx950 as isa
+from .isa.gfx950.opcodes import OPCODES, VOP3_OP_SEL
+
+# The architecture whose encodings this decoder reads: the name of its ISA package.
+ISA_ARCH = isa.__name__.rsplit(".", 1)[-1]
+
 
 class DecodeError(ValueError):
     pass

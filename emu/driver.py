@@ -1,4 +1,4 @@
-"""The `emu` driver: load code objects and launch their kernels on the CPU emulator.
+"""The emulator's module API: load code objects and launch their kernels on the CPU.
 
 Same shape as the hip/cuda drivers: load_module(bytes) -> module, get_function(module, name),
 launch(function, grid, block, kernarg, buffers) -> counters, unload(module). `grid` counts
@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from flyaot.formats import codeobject
 
 from .counters import Counters
+from .decode import ISA_ARCH
 from .machine import Launch, Prepared
 from .memory import Memory
 from .program import Program
@@ -39,14 +40,14 @@ class EmuFunction:
     kernel: codeobject.KernelInfo
 
 
-class EmuDriver:
-    name = "emu"
+class Emulator:
+    """Loads code objects and runs their kernels on the CPU (the runtime adapts it as the emu driver)."""
 
     def load_module(self, code_object: bytes) -> EmuModule:
         data = bytes(code_object)
         info = codeobject.parse(data)
-        if info.target.split(":")[0].rsplit("-", 1)[-1] != "gfx950" and "gfx950" not in info.target:
-            log.warning("emulating a %s code object with gfx950 semantics", info.target)
+        if info.target.split(":")[0].rsplit("-", 1)[-1] != ISA_ARCH:
+            log.warning("emulating a %s code object with %s semantics", info.target, ISA_ARCH)
         return EmuModule(data, info)
 
     def get_function(self, module: EmuModule, name: str) -> EmuFunction:

@@ -2,4 +2,11 @@
 and torch reference math (reference.py), one subpackage per family.
 
 Only kernel.py imports flydsl; everything else here is importable by the runtime.
+
+FLYAOT_EXTRA_FAMILIES (folders separated by os.pathsep) adds folders whose subpackages are families
+too, imported as `flyaot.kernel_defs.<name>`: the repository's test-only families live in
+tests/families and are found this way, so the wheel never holds them.
 """
+import os
+
+__path__ += [p for p in os.environ.get("FLYAOT_EXTRA_FAMILIES", "").split(os.pathsep) if p]  # noqa: F821

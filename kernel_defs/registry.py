@@ -1,6 +1,19 @@
-"""What a kernel family declares, and how the families are found.
+"""The kernel family contract, and how the families are found.
 
-A family is a subpackage of kernel_defs with a `specs.py` that defines `FAMILY`; build_tools finds
+A family is a subpackage of kernel_defs (or of a FLYAOT_EXTRA_FAMILIES folder) whose folder name is
+its name. It declares everything about itself once, in `specs.py`, as `FAMILY = Family(...)`:
+  axes, specs      compile-time parameters, their supported values, and every parameter dict to prebuild
+  symbol, block    the kernel symbol a spec's code object defines and the workgroup size it launches with
+  abi              the kernel's arguments in order, as (name, C type) pairs (`kernel_abi("void* out, ...")`);
+                   the build refuses a code object whose launcher signature differs, and every
+                   LaunchPlan is checked against it, so a wrong argument name fails in pure Python
+  targets          the targets.py rows its kernels compile for
+  budget           resource limits beyond the target's own (gates.py enforces both)
+  kernel           the module (default `kernel`) whose `launcher(params)` returns the `@flyc.jit`
+                   launcher of a spec, and which may define `compile_hints(params)`; the only module
+                   of a family that imports flydsl (build_tools/flydsl_compile.py compiles it)
+Its `plan.py` (pure Python + torch) turns a call into `FAMILY.launch_plan(params, grid, args)`, and
+`geometry.py` holds the sizes the kernel, the plan and the budget all derive from. build_tools finds
 families by listing, so adding one needs no change outside its own folder.
 """
 import functools
@@ -11,6 +24,10 @@ import pathlib
 import pkgutil
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Optional
+
+from ..formats.manifest import SLOT_CTYPES
+
+from .. import targets as _targets
 
 
 @dataclass(frozen=True)
@@ -34,9 +51,36 @@ class Family:
     specs: Callable[[], list]                    # every parameter dict to prebuild
     symbol: Callable[[dict], str]                # kernel symbol the code object must define
     block: Callable[[dict], tuple]               # workgroup size the launch plan uses (x, y, z)
+    targets: tuple                               # arch names (rows of targets.py) its kernels compile for
+    abi: Callable[[dict], tuple]                 # ((argument name, C type), ...) of a spec's kernel
     budget: Callable[[dict], Budget] = field(default=lambda params: Budget())
     shipped: bool = True                         # False: built only on request (tests, examples)
     doc: str = ""
+    kernel: str = "kernel"                       # module of the family package defining launcher(params)
+
+    @property
+    def kernel_module(self) -> str:
+        return f"{__package__}.{self.name}.{self.kernel}"
+
+    def launch_plan(self, params: dict, grid: tuple, args: dict) -> "LaunchPlan":
+        """The LaunchPlan of one call; `args` must name exactly the spec's kernel arguments."""
+        abi = self.abi(params)
+        names = _ABI_NAMES.get(id(abi))
+        if names is None or names[0] is not abi:     # an ABI tuple seen for the first time
+            names = _ABI_NAMES[id(abi)] = (abi, frozenset(n for n, _ in abi))
+        if args.keys() != names[1]:
+            names = [n for n, _ in abi]
+            missing, extra = [n for n in names if n not in args], [n for n in args if n not in names]
+            raise ValueError(f"{self.name}: launch arguments do not match the kernel ABI "
+                             f"(missing {missing}, unknown {extra}; the ABI is {list(names)})")
+        return LaunchPlan(self.name, params, tuple(grid), tuple(self.block(params)), args)
+
+    def __post_init__(self):
+        if not self.targets:
+            raise ValueError(f"family {self.name} declares no targets")
+        for t in self.targets:
+            if _targets.get(t).arch != t:
+                raise ValueError(f"family {self.name}: target {t!r} must be spelled as its row, {_targets.get(t).arch!r}")
 
     def validate_params(self, params: dict) -> None:
         unknown = set(params) - set(self.axes)
@@ -47,6 +91,23 @@ class Family:
             allowed = self.axes[k]
             if allowed and v not in allowed:
                 raise ValueError(f"{self.name}: {k}={v!r} is not supported (supported: {list(allowed)})")
+
+
+def kernel_abi(signature: str) -> tuple:
+    """((name, C type), ...) from a C-like list such as "void* out, int32_t n, float value"."""
+    out = []
+    for part in signature.split(","):
+        ctype, _, name = part.strip().rpartition(" ")
+        if ctype.strip() not in SLOT_CTYPES or not name.isidentifier():
+            raise ValueError(f"kernel ABI entry {part.strip()!r}: expected '<C type> <name>' with a C type "
+                             f"of {sorted(SLOT_CTYPES)}")
+        out.append((name, ctype.strip()))
+    return tuple(out)
+
+
+# id(ABI tuple) -> (the tuple, its argument names): launch_plan runs on every op call, so the names of
+# each declared ABI are gathered once (the tuple is kept, so its id cannot be reused).
+_ABI_NAMES = {}
 
 
 def family_names() -> list:
@@ -60,7 +121,10 @@ def family_names() -> list:
 def get_family(name: str) -> Family:
     if name not in family_names():
         raise KeyError(f"unknown kernel family {name!r}; known: {', '.join(family_names())}")
-    return importlib.import_module(f"{__package__}.{name}.specs").FAMILY
+    fam = importlib.import_module(f"{__package__}.{name}.specs").FAMILY
+    if fam.name != name:
+        raise ValueError(f"the family in folder {name!r} declares the name {fam.name!r}")
+    return fam
 
 
 @functools.lru_cache(maxsize=None)
@@ -70,10 +134,13 @@ def family_source_hash(family: str) -> str:
     spec's content id, so the build and the runtime both know when a code object is out of date."""
     root = pathlib.Path(__file__).parent
     others = set(family_names()) - {family}
+    files = [(p.relative_to(root), p) for p in root.rglob("*.py") if p.relative_to(root).parts[0] not in others]
+    own = pathlib.Path(importlib.import_module(f"{__package__}.{family}").__file__).parent
+    if own.parent != root:      # a family from FLYAOT_EXTRA_FAMILIES: its folder is not under root
+        files += [(pathlib.Path(family) / p.relative_to(own), p) for p in own.rglob("*.py")]
     h = hashlib.sha256()
-    for path in sorted(root.rglob("*.py")):
-        rel = path.relative_to(root)
-        if rel.parts[0] in others or "__pycache__" in rel.parts:
+    for rel, path in sorted(files):
+        if "__pycache__" in rel.parts:
             continue
         h.update(rel.as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()

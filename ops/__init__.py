@@ -1,30 +1,21 @@
-"""Public ops. Each family's ops live in the private module `flyaot.ops._<family>` and are imported
-on first attribute access, so `import flyaot.ops` stays cheap. (Private module names keep a module
-from ever shadowing an op of the same name, such as `gemm_a16wfp4`.)"""
+"""Public ops, one private module per family (`flyaot.ops._<family>`; private names keep a module from
+ever shadowing an op of the same name, such as `gemm_a16wfp4`).
+
+Importing this package imports torch and the families' pure-Python plans and registers every
+torch.ops.flyaot.* op; it imports no FlyDSL, MLIR or build tools and reads no store (the first
+launch does).
+"""
 import importlib
 
-_WHERE = {
-    "pa_mqa_logits_fp4": "mqa_decode",
-    "pa_mqa_logits_fp4_prefill": "mqa_prefill",
-    "pa_mqa_logits_fp4_varqlen": "mqa_prefill",
-    "compute_prefill_schedule": "mqa_prefill",
-    "compute_varqlen_windows": "mqa_prefill",
-    "prepare_mxfp4_weight": "gemm_a16wfp4",
-    "gemm_a16wfp4": "gemm_a16wfp4",
-}
+from ._gemm_a16wfp4 import gemm_a16wfp4, prepare_mxfp4_weight
+from ._mqa_decode import pa_mqa_logits_fp4
+from ._mqa_prefill import (compute_prefill_schedule, compute_varqlen_windows, pa_mqa_logits_fp4_prefill,
+                           pa_mqa_logits_fp4_varqlen)
 
-__all__ = sorted(_WHERE)
+__all__ = sorted(["compute_prefill_schedule", "compute_varqlen_windows", "gemm_a16wfp4", "pa_mqa_logits_fp4",
+                  "pa_mqa_logits_fp4_prefill", "pa_mqa_logits_fp4_varqlen", "prepare_mxfp4_weight"])
 
 
 def family_module(family: str):
     """The module holding a family's ops (and its selftest/bench hooks)."""
     return importlib.import_module(f"{__name__}._{family}")
-
-
-def __getattr__(name):
-    family = _WHERE.get(name)
-    if family is None:
-        raise AttributeError(f"flyaot.ops has no attribute {name!r}")
-    value = getattr(family_module(family), name)
-    globals()[name] = value
-    return value

@@ -14,8 +14,7 @@ from ..kernel_defs.gemm_a16wfp4 import layout, plan as gemm_plan
 from ..kernel_defs.gemm_a16wfp4.layout import PreparedMXFP4Weight
 from ..kernel_defs.gemm_a16wfp4.reference import decode_weight
 from ..kernel_defs.validate import E8M0, FP4X2, check_same_device, check_tensor
-from ..runtime.custom_ops import custom_op
-from ._torch_ops import call_registered, dispatch_modes as _dispatch_modes, is_compiling as _is_compiling, no_output
+from ._torch_ops import call_registered, custom_op, dispatch_modes as _dispatch_modes, is_compiling as _is_compiling, no_output
 
 log = logging.getLogger(__name__)
 
@@ -137,7 +136,7 @@ def selftest(device):
     N and K are kernel arguments, so small N, K run the same code objects as the production shapes."""
     from ..kernel_defs.gemm_a16wfp4 import configs, tiles
     from ..kernel_defs.gemm_a16wfp4.reference import gemm_reference, random_weight
-    from ..runtime.hooks import check
+    from .hooks import check
     torch.device(device)          # a bad device string fails the hook, not each case
 
     def case(m, n, k, seed):
@@ -166,7 +165,7 @@ def bench(device):
     on the same device (in `detail`) as the baseline."""
     from ..kernel_defs.gemm_a16wfp4 import configs, tiles
     from ..kernel_defs.gemm_a16wfp4.reference import random_weight
-    from ..runtime.hooks import timed
+    from .hooks import timed
     emu = torch.device(device).type == "cpu"
     for m, n, k in _BENCH_EMU if emu else _BENCH_GPU:
         g = torch.Generator().manual_seed(m + n + k)

@@ -8,13 +8,20 @@ from ..kernel_defs import checks
 from ..kernel_defs.mqa_decode import plan as P
 from ..kernel_defs.mqa_decode.schedule import build_schedule, default_parallel_units
 from ..kernel_defs.validate import check_no_overlap
-from ..runtime.custom_ops import custom_op
-from ._torch_ops import call_registered, dispatch_modes as _dispatch_modes, is_compiling as _is_compiling, no_output
+from ._torch_ops import traced_op
 
 
-def pa_mqa_logits_fp4(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, context_lens, max_seq_len,
-                      *, weight_scale=1.0, next_n=1, block_k=None, kv_block_size=64, num_warps=None,
-                      parallel_unit_num=None, out=None, cta_info=None, total_ctas=None, stream=None):
+def _fake(q_fp4, max_seq_len, next_n, **_):
+    return torch.empty((q_fp4.shape[0] * next_n, max_seq_len), dtype=torch.float32, device=q_fp4.device)
+
+
+@traced_op(fake=_fake)
+def pa_mqa_logits_fp4(q_fp4: torch.Tensor, q_scale: torch.Tensor, kv_cache: torch.Tensor, kv_scale: torch.Tensor,
+                      block_tables: torch.Tensor, weights: torch.Tensor, context_lens: torch.Tensor, max_seq_len: int,
+                      *, weight_scale: float = 1.0, next_n: int = 1, block_k: Optional[int] = None,
+                      kv_block_size: int = 64, num_warps: Optional[int] = None,
+                      parallel_unit_num: Optional[int] = None, out=None, cta_info: Optional[torch.Tensor] = None,
+                      total_ctas: Optional[int] = None, stream=None):
     """Logits [B*next_n, max_seq_len] f32 of the DeepSeek sparse-attention indexer decode step.
 
     out[b*next_n + n, t] = weight_scale * sum_h weights[b*next_n + n, h] * relu(q[b, n, h] . k[b, t]) for
@@ -44,10 +51,6 @@ def pa_mqa_logits_fp4(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights,
     Under torch.compile (or a dispatch mode) the call is torch.ops.flyaot.pa_mqa_logits_fp4, or
     pa_mqa_logits_fp4_out with `out`; `stream` must then be None.
     """
-    if _is_compiling() or _dispatch_modes():
-        args = (q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, context_lens, max_seq_len, weight_scale,
-                next_n, block_k, kv_block_size, num_warps, parallel_unit_num, cta_info, total_ctas)
-        return call_registered("pa_mqa_logits_fp4", args, out, stream)
     s = P.check_inputs(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, context_lens, max_seq_len,
                        next_n, kv_block_size, weight_scale)
     if (cta_info is None) != (total_ctas is None):
@@ -100,38 +103,6 @@ def _prefilled(out, rows: int, max_seq_len: int, device):
     return out.fill_(float("-inf"))
 
 
-# ------------------------------------------------------------------------------- torch.library ops
-# Same arguments as the public op, positional and typed (the schema); `stream` cannot be traced.
-
-def _fake(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, context_lens, max_seq_len, weight_scale,
-          next_n, block_k, kv_block_size, num_warps, parallel_unit_num, cta_info, total_ctas):
-    return torch.empty((q_fp4.shape[0] * next_n, max_seq_len), dtype=torch.float32, device=q_fp4.device)
-
-
-@custom_op("pa_mqa_logits_fp4", mutates_args=(), fake=_fake)
-def _op(q_fp4: torch.Tensor, q_scale: torch.Tensor, kv_cache: torch.Tensor, kv_scale: torch.Tensor,
-        block_tables: torch.Tensor, weights: torch.Tensor, context_lens: torch.Tensor, max_seq_len: int,
-        weight_scale: float, next_n: int, block_k: Optional[int], kv_block_size: int, num_warps: Optional[int],
-        parallel_unit_num: Optional[int], cta_info: Optional[torch.Tensor],
-        total_ctas: Optional[int]) -> torch.Tensor:
-    return pa_mqa_logits_fp4(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, context_lens, max_seq_len,
-                             weight_scale=weight_scale, next_n=next_n, block_k=block_k, kv_block_size=kv_block_size,
-                             num_warps=num_warps, parallel_unit_num=parallel_unit_num, cta_info=cta_info,
-                             total_ctas=total_ctas)
-
-
-@custom_op("pa_mqa_logits_fp4_out", mutates_args=("out",), fake=no_output)
-def _op_out(q_fp4: torch.Tensor, q_scale: torch.Tensor, kv_cache: torch.Tensor, kv_scale: torch.Tensor,
-            block_tables: torch.Tensor, weights: torch.Tensor, context_lens: torch.Tensor, max_seq_len: int,
-            weight_scale: float, next_n: int, block_k: Optional[int], kv_block_size: int, num_warps: Optional[int],
-            parallel_unit_num: Optional[int], cta_info: Optional[torch.Tensor], total_ctas: Optional[int],
-            out: torch.Tensor) -> None:
-    pa_mqa_logits_fp4(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, context_lens, max_seq_len,
-                      weight_scale=weight_scale, next_n=next_n, block_k=block_k, kv_block_size=kv_block_size,
-                      num_warps=num_warps, parallel_unit_num=parallel_unit_num, out=out, cta_info=cta_info,
-                      total_ctas=total_ctas)
-
-
 # ------------------------------------------------------------------------------- CLI selftest and bench
 
 def _hook_problem(seed, ctx, next_n, heads, device, *, head_dim=128, page=64):
@@ -151,7 +122,7 @@ def selftest(device):
     0.99999 and max |err| <= 1e-3 max|ref| on visible cells, every invisible cell exactly -inf."""
     from ..kernel_defs.mqa_common.reference import compare, passes
     from ..kernel_defs.mqa_decode.reference import pa_mqa_logits_reference, visible_mask
-    from ..runtime.hooks import check, describe
+    from .hooks import check, describe
     torch.device(device)          # a bad device string fails the hook, not each case
 
     def case(seed, ctx, next_n, heads, msl, *, head_dim=128, page=64, external=False):
@@ -182,7 +153,7 @@ _BENCH_EMU = ((2, 1, 512, 64),)
 def bench(device):
     """Median us per `pa_mqa_logits_fp4` call (including the op's -inf fill and schedule) on rows of the
     published decode benchmark: H64 (or H128), D128, page 64, ragged contexts averaging max_ctx / 2."""
-    from ..runtime.hooks import timed
+    from .hooks import timed
     emu = torch.device(device).type == "cpu"
     for batch, next_n, max_ctx, heads in _BENCH_EMU if emu else _BENCH_GPU:
         g = torch.Generator().manual_seed(batch * 1000 + max_ctx)

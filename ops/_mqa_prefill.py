@@ -16,8 +16,7 @@ from ..kernel_defs.mqa_prefill import plan as _plan
 from ..kernel_defs.mqa_prefill import schedule as _schedule
 from ..kernel_defs.mqa_prefill.geometry import CHUNK_TOKENS, CTA_INFO_INTS, WAVES
 from ..kernel_defs.validate import check_int, check_no_overlap, check_tensor
-from ..runtime.custom_ops import custom_op
-from ._torch_ops import call_registered, dispatch_modes as _dispatch_modes, is_compiling as _is_compiling, no_output
+from ._torch_ops import call_registered, custom_op, dispatch_modes as _dispatch_modes, is_compiling as _is_compiling, no_output, traced_op
 
 __all__ = ["pa_mqa_logits_fp4_prefill", "pa_mqa_logits_fp4_varqlen", "compute_prefill_schedule",
            "compute_varqlen_windows"]
@@ -95,10 +94,17 @@ def compute_varqlen_windows(cu_seq_q, context_lens, total_q: int, *, out=None):
     return _schedule.varqlen_windows(cu_seq_q, context_lens, total_q, out=out)
 
 
-def pa_mqa_logits_fp4_prefill(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, row_to_batch,
-                              local_starts, local_ends, max_seq_len, *, weight_scale=1.0, block_k=256,
-                              kv_block_size=None, num_warps=4, parallel_unit_num=None, out=None,
-                              cta_info=None, n_ctas=None, stream=None):
+def _prefill_fake(q_fp4, max_seq_len, **_):
+    return torch.empty((q_fp4.shape[0], max_seq_len), dtype=torch.float32, device=q_fp4.device)
+
+
+@traced_op(fake=_prefill_fake)
+def pa_mqa_logits_fp4_prefill(q_fp4: torch.Tensor, q_scale: torch.Tensor, kv_cache: torch.Tensor, kv_scale: torch.Tensor,
+                              block_tables: torch.Tensor, weights: torch.Tensor, row_to_batch: torch.Tensor,
+                              local_starts: torch.Tensor, local_ends: torch.Tensor, max_seq_len: int, *,
+                              weight_scale: float = 1.0, block_k: int = 256, kv_block_size: Optional[int] = None,
+                              num_warps: int = 4, parallel_unit_num: Optional[int] = None, out=None,
+                              cta_info: Optional[torch.Tensor] = None, n_ctas: Optional[int] = None, stream=None):
     """Logits float32 [T, max_seq_len]: row r scores tokens [local_starts[r], local_ends[r]) of batch
     row_to_batch[r]; -inf elsewhere. Under torch.compile (or a dispatch mode): the op of the same name,
     or its `_out` variant with `out`; `stream` must then be None.
@@ -108,10 +114,6 @@ def pa_mqa_logits_fp4_prefill(q_fp4, q_scale, kv_cache, kv_scale, block_tables, 
     no rows or max_seq_len 0: the all -inf result, nothing launched. Index values (row_to_batch, windows
     inside the block table, table entries, cta_info) are validated only in checked mode (FLYAOT_CHECK=1,
     one host sync, not under graph capture)."""
-    if _is_compiling() or _dispatch_modes():
-        args = (q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, row_to_batch, local_starts, local_ends,
-                max_seq_len, weight_scale, block_k, kv_block_size, num_warps, parallel_unit_num, cta_info, n_ctas)
-        return call_registered("pa_mqa_logits_fp4_prefill", args, out, stream)
     params = _plan.check_inputs(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, max_seq_len)
     rows = q_fp4.shape[0]
     _check_knobs(block_k, num_warps, kv_block_size, params["page_size"])
@@ -215,37 +217,8 @@ def _windows_out_op(cu_seq_q: torch.Tensor, context_lens: torch.Tensor, total_q:
     compute_varqlen_windows(cu_seq_q, context_lens, total_q, out=(row_to_batch, local_starts, local_ends))
 
 
-def _prefill_fake(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, row_to_batch, local_starts, local_ends,
-                  max_seq_len, *knobs):
-    return torch.empty((q_fp4.shape[0], max_seq_len), dtype=torch.float32, device=q_fp4.device)
-
-
 def _varqlen_fake(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, max_seq_len, *knobs):
     return torch.empty((q_fp4.shape[0], max_seq_len), dtype=torch.float32, device=q_fp4.device)
-
-
-@custom_op("pa_mqa_logits_fp4_prefill", mutates_args=(), fake=_prefill_fake)
-def _prefill_op(q_fp4: torch.Tensor, q_scale: torch.Tensor, kv_cache: torch.Tensor, kv_scale: torch.Tensor,
-                block_tables: torch.Tensor, weights: torch.Tensor, row_to_batch: torch.Tensor,
-                local_starts: torch.Tensor, local_ends: torch.Tensor, max_seq_len: int, weight_scale: float,
-                block_k: int, kv_block_size: Optional[int], num_warps: int, parallel_unit_num: Optional[int],
-                cta_info: Optional[torch.Tensor], n_ctas: Optional[int]) -> torch.Tensor:
-    return pa_mqa_logits_fp4_prefill(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, row_to_batch,
-                                     local_starts, local_ends, max_seq_len, weight_scale=weight_scale,
-                                     block_k=block_k, kv_block_size=kv_block_size, num_warps=num_warps,
-                                     parallel_unit_num=parallel_unit_num, cta_info=cta_info, n_ctas=n_ctas)
-
-
-@custom_op("pa_mqa_logits_fp4_prefill_out", mutates_args=("out",), fake=no_output)
-def _prefill_out_op(q_fp4: torch.Tensor, q_scale: torch.Tensor, kv_cache: torch.Tensor, kv_scale: torch.Tensor,
-                    block_tables: torch.Tensor, weights: torch.Tensor, row_to_batch: torch.Tensor,
-                    local_starts: torch.Tensor, local_ends: torch.Tensor, max_seq_len: int, weight_scale: float,
-                    block_k: int, kv_block_size: Optional[int], num_warps: int, parallel_unit_num: Optional[int],
-                    cta_info: Optional[torch.Tensor], n_ctas: Optional[int], out: torch.Tensor) -> None:
-    pa_mqa_logits_fp4_prefill(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, row_to_batch, local_starts,
-                              local_ends, max_seq_len, weight_scale=weight_scale, block_k=block_k,
-                              kv_block_size=kv_block_size, num_warps=num_warps, parallel_unit_num=parallel_unit_num,
-                              out=out, cta_info=cta_info, n_ctas=n_ctas)
 
 
 @custom_op("pa_mqa_logits_fp4_varqlen", mutates_args=(), fake=_varqlen_fake)
@@ -287,7 +260,7 @@ def _hook_metrics(out, case, rb, ls, le, weight_scale):
     """(passes, detail) of `out` against the reference over the windows (criteria of mqa_common.reference)."""
     from ..kernel_defs.mqa_common.reference import compare, passes
     from ..kernel_defs.mqa_prefill import reference as R
-    from ..runtime.hooks import describe
+    from .hooks import describe
     ref = R.prefill_logits(case.q_fp4, case.q_scale, case.kv_cache, case.kv_scale, case.block_tables,
                            case.weights, rb, ls, le, case.max_seq_len, weight_scale)
     m = compare(out.cpu(), ref, R.visible(rb, ls, le, case.max_seq_len))
@@ -298,7 +271,7 @@ def selftest(device):
     """Explicit windows and variable qlen through the public ops on small problems, against the torch
     reference: cosine >= 0.99999 and max |err| <= 1e-3 max|ref| in-window, every other cell exactly -inf."""
     from ..kernel_defs.mqa_prefill import reference as R
-    from ..runtime.hooks import check
+    from .hooks import check
     torch.device(device)          # a bad device string fails the hook, not each case
 
     def i32(values):
@@ -336,7 +309,7 @@ _BENCH_EMU = ((1, 4, 256),)
 def bench(device):
     """Median us per `pa_mqa_logits_fp4_varqlen` call (including its -inf fill, windows and schedule),
     H64, D128, page 64."""
-    from ..runtime.hooks import timed
+    from .hooks import timed
     emu = torch.device(device).type == "cpu"
     for batch, qlen, kv in _BENCH_EMU if emu else _BENCH_GPU:
         rows = batch * qlen

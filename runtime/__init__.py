@@ -25,7 +25,7 @@ def runtime():
 
 def launch(plan, *, stream=None) -> None:
     """Launch a kernel_defs LaunchPlan on torch's current stream (or `stream`) of its tensors' device;
-    CPU tensors run on the gfx950 emulator. Asynchronous on GPUs; no host sync, no allocation."""
+    CPU tensors run on the emulator. Asynchronous on GPUs; no host sync, no allocation."""
     (_runtime or runtime()).launch(plan, stream)
 
 

@@ -1,4 +1,5 @@
-"""`flyaot` (also `python -m flyaot`): env (alias collect-env), list, verify, selftest, bench, clear-cache."""
+"""The runtime's commands of `flyaot` / `python -m flyaot` (env, alias collect-env; list, verify,
+clear-cache); flyaot.cli adds the ops' ones."""
 import argparse
 import json
 import logging
@@ -25,7 +26,8 @@ def _device_info() -> dict:
 
     from . import drivers
     if not torch.cuda.is_available():
-        return {"driver": "emu", "device": "cpu (gfx950 emulator)", "target": "gfx950"}
+        target = drivers.get("emu").target(-1)
+        return {"driver": "emu", "device": f"cpu ({target} emulator)", "target": target}
     name = drivers.name_for(0, os.environ.get("FLYAOT_DEVICE", ""))
     info = {"driver": name, "device": torch.cuda.get_device_name(0), "count": torch.cuda.device_count()}
     try:
@@ -130,33 +132,6 @@ def cmd_verify(a, config) -> int:
     return 1 if report.problems else 0
 
 
-def _default_device(config) -> str:
-    """cpu (the emulator) when FLYAOT_DEVICE=emu or torch sees no GPU, else cuda (torch's name for HIP too)."""
-    import torch
-    return "cuda" if config.device != "emu" and torch.cuda.is_available() else "cpu"
-
-
-def cmd_selftest(a, config) -> int:
-    from . import hooks
-    device = a.device or _default_device(config)
-    rows = hooks.run("selftest", device, a.family)
-    for family, case, ok, detail in rows:
-        print(f"{'PASS' if ok else 'FAIL'} {family} {case}" + (f": {detail}" if detail else ""))
-    failed = sum(1 for r in rows if not r[2])
-    print(f"{len(rows) - failed} passed, {failed} failed on {device}" + ("" if rows else " (no family has a selftest)"))
-    return 1 if failed or not rows else 0
-
-
-def cmd_bench(a, config) -> int:
-    from . import hooks
-    device = a.device or _default_device(config)
-    rows = hooks.run("bench", device, a.family)
-    for family, case, us, detail in rows:
-        shown = f"{us:10.2f} us" if isinstance(us, (int, float)) and not isinstance(us, bool) else "    FAILED"
-        print(f"{family:16} {case:40} {shown}  {detail}")
-    return 0 if rows and all(not isinstance(r[2], bool) for r in rows) else 1
-
-
 def cmd_clear_cache(a, config) -> int:
     from ..formats.manifest import MANIFEST_NAME
     from ..store import lock
@@ -176,7 +151,9 @@ def cmd_clear_cache(a, config) -> int:
     return 0
 
 
-def main(argv=None) -> int:
+def main(argv=None, extra_commands=()) -> int:
+    """The runtime's commands plus `extra_commands` [(name, help, configure(parser), fn(args, config))]
+    that the rooms above it add (flyaot.cli passes the ops' selftest and bench)."""
     logging.basicConfig(level=os.environ.get("FLYAOT_LOG_LEVEL", "WARNING").upper(),
                         format="%(levelname)s %(name)s: %(message)s")
     p = argparse.ArgumentParser(prog="flyaot", description="flyaot runtime tools")
@@ -194,13 +171,9 @@ def main(argv=None) -> int:
     v = sub.add_parser("verify", help="hash and cross-check every code object (and load it, with a GPU)")
     v.add_argument("--no-load", action="store_true", help="do not load code objects on the GPU")
     v.set_defaults(fn=cmd_verify)
-    for name, fn, what in (("selftest", cmd_selftest, "each family against its torch reference"),
-                           ("bench", cmd_bench, "each family's benchmark")):
-        s = sub.add_parser(name, help=what)
-        s.add_argument("--family", action="append")
-        s.add_argument("--device", help="cuda or cpu (the emulator); default: cpu with FLYAOT_DEVICE=emu, else cuda "
-                                         "if available")
-        s.set_defaults(fn=fn)
+    for name, what, configure, fn in extra_commands:
+        configure(sub.add_parser(name, help=what))
+        sub.choices[name].set_defaults(fn=fn)
     c = sub.add_parser("clear-cache", help="delete the user cache's code objects and manifest")
     c.set_defaults(fn=cmd_clear_cache)
     a = p.parse_args(argv)

@@ -21,7 +21,8 @@ import pathlib
 from dataclasses import dataclass
 
 from .. import FLYDSL_VERSION as EXPECTED_FLYDSL  # noqa: F401  (every store must be built with it)
-from .. import TARGET, __version__
+from .. import __version__, targets
+from . import drivers
 
 ENV_VARS = ("FLYAOT_PREBUILT_PATH", "FLYAOT_CACHE_DIR", "FLYAOT_DISABLE_JIT", "FLYAOT_RECORD_MISSES",
             "FLYAOT_DEVICE", "FLYAOT_JIT_TIMEOUT", "FLYAOT_PY_LAUNCH", "FLYAOT_CHECK", "XDG_CACHE_HOME")
@@ -49,7 +50,7 @@ def package_store_dir() -> pathlib.Path:
 
 def default_cache_dir() -> pathlib.Path:
     base = os.environ.get("XDG_CACHE_HOME") or pathlib.Path.home() / ".cache"
-    return pathlib.Path(base) / "flyaot" / __version__ / TARGET
+    return pathlib.Path(base) / "flyaot" / __version__ / targets.DEFAULT_TARGET
 
 
 @dataclass(frozen=True)
@@ -68,8 +69,8 @@ class Config:
     def from_env(cls) -> "Config":
         extra = tuple(pathlib.Path(p) for p in os.environ.get("FLYAOT_PREBUILT_PATH", "").split(os.pathsep) if p)
         device = os.environ.get("FLYAOT_DEVICE", "").strip().lower()
-        if device not in ("", "emu", "hip", "cuda"):
-            raise ValueError(f"FLYAOT_DEVICE={device!r}: expected emu, hip or cuda")
+        if device not in ("",) + drivers.NAMES:
+            raise ValueError(f"FLYAOT_DEVICE={device!r}: expected {', '.join(drivers.NAMES)}")
         return cls(
             package_store=package_store_dir(),
             extra_stores=extra,

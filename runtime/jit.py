@@ -6,7 +6,7 @@ import importlib.util
 import logging
 import time
 
-from .. import __version__
+from .. import __version__, targets
 from ..store.errors import LockTimeout
 from ..store.write import add_entry
 from .config import EXPECTED_FLYDSL
@@ -19,8 +19,10 @@ EXPECTED_SECONDS = "1-5"     # measured: 0.2-1.2 s per spec in a warm process, +
 
 def unavailable_reason(config, target: str) -> str:
     """Why the JIT may not run here ('' when it may). Never imports flydsl."""
-    if target != "gfx950":
-        return f"the JIT compiles for gfx950 only and the current device is {target}"
+    try:
+        targets.get(target)
+    except targets.UnknownTargetError:
+        return f"the JIT compiles for {', '.join(sorted(targets.TARGETS))} only and the current device is {target}"
     if config.disable_jit:
         return "FLYAOT_DISABLE_JIT is set"
     if importlib.util.find_spec("flydsl") is None:

@@ -41,7 +41,6 @@ from flydsl.expr import gpu, range_constexpr, rocdl
 from flydsl.expr.typing import Int32, Int64, T
 from flydsl.expr.typing import Vector as Vec
 
-from ..flydsl_compile import compile_launcher
 from . import tiles
 from .tiles import A_CHUNK, KBLOCK, MFMA_K, MFMA_MN, WAVE, WAVES
 
@@ -253,6 +252,5 @@ def make_launcher(params: dict):
     return launch, name
 
 
-def build(params: dict):
-    launch, name = make_launcher(params)
-    return compile_launcher(launch, name)
+def launcher(params: dict):
+    return make_launcher(params)[0]

@@ -3,15 +3,16 @@
 Pure Python over torch: allocates nothing and never touches device memory, so a call with a
 preallocated `out` allocates nothing at all.
 """
+import functools
+
 import torch
 
-from ..registry import LaunchPlan
+from ..registry import LaunchPlan  # noqa: F401  (the type plans return)
 from ..validate import check_device, check_int, check_no_overlap, check_rows_disjoint, check_tensor
 from . import configs, tiles
 from .layout import PreparedMXFP4Weight
 from .tiles import WAVE, WAVES
 
-FAMILY = "gemm_a16wfp4"
 FUSED_ALIGN = 256        # N and K the kernels serve must be multiples of this
 
 
@@ -93,4 +94,11 @@ def plan(x, weight: PreparedMXFP4Weight, out, *, params: dict = None) -> LaunchP
             "m": m, "n": weight.n, "k": weight.k,
             "stride_x": x.stride(0) if m > 1 else weight.k,
             "stride_out": out.stride(0) if m > 1 else weight.n}
-    return LaunchPlan(FAMILY, params, grid, block(params), args)
+    return _family().launch_plan(params, grid, args)
+
+
+@functools.cache
+def _family():
+    """This family's declaration (specs.py imports this module, so it is looked up on first use)."""
+    from .specs import FAMILY
+    return FAMILY

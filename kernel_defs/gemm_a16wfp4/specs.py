@@ -8,9 +8,12 @@ Budgets: decode-order specs serve decode M; they must keep 2 waves per SIMD (VGP
 LDS <= 80 KiB, so two 4-wave workgroups fit one CU), which covers the 8448 x 7168 decode configs.
 Every spec: VGPR+AGPR <= 512 and LDS exactly as tiles.py computes (the plan relies on it).
 """
-from ..registry import Budget, Family
+from ...targets import DEFAULT_TARGET
+from ..registry import Budget, Family, kernel_abi
 from . import configs, plan, tiles
 
+ABI = kernel_abi("void* out, void* x, void* w, void* w_scale, int32_t m, int32_t n, int32_t k, int32_t stride_x, "
+                 "int32_t stride_out")
 DECODE_MAX_REGS = 256
 DECODE_MAX_LDS = 80 * 1024
 
@@ -29,6 +32,8 @@ FAMILY = Family(
     specs=configs.all_configs,
     symbol=tiles.symbol,
     block=plan.block,
+    targets=(DEFAULT_TARGET,),
+    abi=lambda params: ABI,
     budget=_budget,
     shipped=True,
     doc=__doc__,

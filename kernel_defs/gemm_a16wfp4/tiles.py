@@ -11,8 +11,10 @@ consecutive 128-K blocks (one 16-byte preshuffled load per lane per 16 columns p
 """
 from dataclasses import dataclass
 
+from ... import targets
+
 WAVES = 4
-WAVE = 64
+WAVE = targets.get(targets.DEFAULT_TARGET).warp_size   # the fragment layouts below assume 64
 MFMA_MN = 16          # v_mfma_f32_16x16x32_bf16
 MFMA_K = 32
 KBLOCK = 128          # K elements one lane's 16-byte weight load covers (4 groups of 32, one per lane row)

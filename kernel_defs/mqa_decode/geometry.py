@@ -4,9 +4,10 @@ Pure Python (plus mqa_common.layouts for the Q-scale padding): the runtime impor
 """
 from dataclasses import dataclass
 
+from ... import targets
 from ..mqa_common import layouts
 
-WAVE = 64
+WAVE = targets.get(targets.DEFAULT_TARGET).warp_size   # the lane layouts below assume 64
 NTILE = 16             # tokens per MFMA n-tile
 QUAD = 4 * NTILE       # 4 n-tiles whose scales share one dword (docs/families/mqa_decode.md#kv-scales)
 VALUE_LOAD = 16        # bytes per lane per KV value load

@@ -48,12 +48,10 @@ Design decisions (docs/families/mqa_decode.md#decisions):
 """
 import flydsl.compiler as flyc
 import flydsl.expr as fx
-from flydsl.compiler.kernel_function import CompilationContext
 from flydsl.expr import arith, gpu
 from flydsl.expr.primitive import range_constexpr
 from flydsl.expr.typing import Int32, Int64
 
-from ..flydsl_compile import compile_launcher
 from ..mqa_common import blocks as B
 from .direct import direct_launcher
 from .geometry import DIRECT_MIN_WAVES_PER_SIMD, QUAD, Direct, Staged
@@ -202,16 +200,19 @@ def _staged_launcher(g: Staged, name: str):
     return launch
 
 
-def build(params: dict):
-    """Compile one spec of the family (the caller has run build_tools.toolchain.setup_process_env())."""
+def launcher(params: dict):
+    """The launcher of one spec of the family (build_tools compiles it)."""
     FAMILY.validate_params(params)
     name = FAMILY.symbol(params)
     if params["path"] == "staged":
         g = Staged(params["heads"], params["head_dim"], params["page_size"], params["block_k"], params["num_warps"])
-        return compile_launcher(_staged_launcher(g, name), name)
+        return _staged_launcher(g, name)
     if params["path"] == "direct":
         g = Direct(params["heads"], params["page_size"], params["block_k"], params["weight_load"] == "scalar")
-        # At least 4 waves per SIMD (<= 128 VGPRs): the 64-token tiles serve grids of thousands of CTAs.
-        with CompilationContext.compile_hints({"waves_per_eu": DIRECT_MIN_WAVES_PER_SIMD}):
-            return compile_launcher(direct_launcher(g, name), name)
+        return direct_launcher(g, name)
     raise ValueError(f"mqa_decode: unknown path {params['path']!r}")
+
+
+def compile_hints(params: dict) -> dict:
+    # At least 4 waves per SIMD (<= 128 VGPRs): the 64-token tiles serve grids of thousands of CTAs.
+    return {"waves_per_eu": DIRECT_MIN_WAVES_PER_SIMD} if params["path"] == "direct" else {}

@@ -5,18 +5,18 @@ H64/H128 (any page size, any next_n); the staged-LDS kernel serves everything el
 schedule (`cta_info`), an explicit persistent grid (`parallel_unit_num`), caller `block_k` / `num_warps`
 overrides, and the other head counts and D256.
 """
+import functools
 from dataclasses import dataclass
 
 import torch
 
 from ..mqa_common.inputs import DWORD_ALIGN, HEAD_DIMS, HEADS, PAGE_SIZES, VALUE_ALIGN, check_kv_pages
 from ..mqa_common.layouts import k_tiles, qs_pad
-from ..registry import LaunchPlan
+from ..registry import LaunchPlan  # noqa: F401  (the type plans return)
 from ..validate import (E8M0, FP4X2, check_choice, check_float, check_int, check_rows_disjoint, check_same_device,
                         check_tensor)
 from .geometry import DIRECT_HEADS, DIRECT_WAVES, MAX_NEXT_N, WAVE, direct_tile
 
-FAMILY = "mqa_decode"
 # (block_k, num_warps) of the staged kernel: the default 256x4 first, then the caller overrides.
 STAGED_TILES = ((256, 4), (128, 2), (512, 8), (512, 4))
 DEFAULT_TILE = STAGED_TILES[0]
@@ -112,7 +112,7 @@ def staged_plan(s: Shapes, block_k: int, num_warps: int, *, out, q_fp4, q_scale,
         "stride_kv": kv_cache.stride(0), "stride_ks": kv_scale.stride(0), "stride_bt": block_tables.stride(0),
         "weight_scale": weight_scale,
     }
-    return LaunchPlan(FAMILY, params, (total_ctas, 1, 1), block(params), args)
+    return _family().launch_plan(params, (total_ctas, 1, 1), args)
 
 
 def takes_direct_path(s: Shapes, *, cta_info=None, total_ctas=None, block_k=None, num_warps=None,
@@ -148,4 +148,11 @@ def direct_plan(s: Shapes, max_seq_len: int, *, out, q_fp4, q_scale, kv_cache, k
         "stride_kv": kv_cache.stride(0), "stride_ks": kv_scale.stride(0), "stride_bt": block_tables.stride(0),
         "weight_scale": weight_scale,
     }
-    return LaunchPlan(FAMILY, params, (-(-max_seq_len // tile), s.batch, 1), block(params), args)
+    return _family().launch_plan(params, (-(-max_seq_len // tile), s.batch, 1), args)
+
+
+@functools.cache
+def _family():
+    """This family's declaration (specs.py imports this module, so it is looked up on first use)."""
+    from .specs import FAMILY
+    return FAMILY

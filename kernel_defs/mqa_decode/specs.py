@@ -9,9 +9,17 @@ KV stage (block_k * (D/2 + D/32) bytes); the direct kernel's LDS is exactly the 
 (2 waves x 8 rows x tile x 4 bytes) and nothing else, and it stays within 128 VGPRs (4 waves / SIMD).
 """
 from ..mqa_common.inputs import HEAD_DIMS, HEADS, PAGE_SIZES
-from ..registry import Budget, Family
+from ...targets import DEFAULT_TARGET
+from ..registry import Budget, Family, kernel_abi
 from . import plan
 from .geometry import DIRECT_HEADS, DIRECT_MIN_WAVES_PER_SIMD, DIRECT_WAVES, Direct, Staged
+
+
+_STAGED_ABI = kernel_abi("void* out, void* q, void* q_scale, void* kv_cache, void* kv_scale, void* block_tables, "
+                         "void* weights, void* cta_info, int32_t next_n, int32_t max_seq_len, int64_t stride_out, "
+                         "int64_t stride_kv, int64_t stride_ks, int32_t stride_bt, float weight_scale")
+# The direct kernel needs no schedule: each CTA reads its batch's context length.
+_DIRECT_ABI = tuple(("context_lens", t) if n == "cta_info" else (n, t) for n, t in _STAGED_ABI)
 
 
 def _specs():
@@ -51,6 +59,8 @@ FAMILY = Family(
     specs=_specs,
     symbol=_symbol,
     block=plan.block,
+    targets=(DEFAULT_TARGET,),
+    abi=lambda params: _DIRECT_ABI if params["path"] == "direct" else _STAGED_ABI,
     budget=_budget,
     shipped=True,
     doc=__doc__,

@@ -5,11 +5,12 @@ its launch plan and the resource gate cannot disagree.
 """
 from dataclasses import dataclass
 
+from ... import targets
 from ..mqa_common import layouts
 
 CHUNK_TOKENS = 256        # tokens staged in LDS per step (4 pages at P=64, 2 at P=128)
 WAVES = 4                 # one query row per wave, four rows per CTA
-WAVE_SIZE = 64
+WAVE_SIZE = targets.get(targets.DEFAULT_TARGET).warp_size   # the lane layouts below assume 64
 THREADS = WAVES * WAVE_SIZE
 MFMA_M = 32               # v_mfma_scale_f32_32x32x64_f8f6f4: 32 heads x 32 tokens x 64 dims
 MFMA_N = 32

@@ -37,7 +37,6 @@ from flydsl._mlir import ir
 from flydsl.expr import gpu, range_constexpr, rocdl
 from flydsl.expr.typing import Int32, Int64, T, Vector
 
-from ..flydsl_compile import compile_launcher
 from ..mqa_common import blocks as B
 from . import plan
 from .geometry import CHUNK_TOKENS, CTA_INFO_INTS, THREADS, WAVE_SIZE, Geometry
@@ -210,7 +209,7 @@ def _fold_pair(a, b, lane, half):
 
 # ------------------------------------------------------------------------------------------ the kernel
 
-def build(params: dict):
+def launcher(params: dict):
     g = Geometry(params["heads"], params["head_dim"], params["page_size"])
     name = plan.symbol(params)
     npg = g.pages_per_chunk
@@ -291,4 +290,4 @@ def build(params: dict):
                     stride_bt, bt_width, max_seq_len, weight_scale).launch(
             grid=(1, 1, 1), block=(THREADS, 1, 1), stream=stream)
 
-    return compile_launcher(launch, name)
+    return launch

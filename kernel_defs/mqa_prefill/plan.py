@@ -3,12 +3,14 @@
 One CTA per schedule slot (grid = cta_info rows); the spec is fixed by (H, D, page size); every stride,
 max_seq_len and weight_scale is a runtime argument.
 """
+import functools
+
 import torch
 
 from .. import validate as V
 from ..mqa_common.inputs import DWORD_ALIGN, HEAD_DIMS, HEADS, PAGE_SIZES, VALUE_ALIGN, check_kv_pages
 from ..mqa_common.layouts import k_tiles, qs_pad
-from ..registry import LaunchPlan
+from ..registry import LaunchPlan  # noqa: F401  (the type plans return)
 from .geometry import CTA_INFO_INTS, THREADS
 
 MIN_SLOTS = 2048          # default schedule slots: about 8 CTAs per CU on a 256-CU MI355X
@@ -96,4 +98,11 @@ def make_plan(params: dict, *, q_fp4, q_scale, kv_cache, kv_scale, block_tables,
         "bt_width": block_tables.shape[1], "max_seq_len": max_seq_len,
         "weight_scale": V.check_float("weight_scale", weight_scale),
     }
-    return LaunchPlan("mqa_prefill", dict(params), (cta_info.shape[0], 1, 1), block(params), args)
+    return _family().launch_plan(dict(params), (cta_info.shape[0], 1, 1), args)
+
+
+@functools.cache
+def _family():
+    """This family's declaration (specs.py imports this module, so it is looked up on first use)."""
+    from .specs import FAMILY
+    return FAMILY

@@ -4,10 +4,16 @@ H 16..128 step 16 x D {128, 256} x P {64, 128} = 32 specs. Budget: for D128 H64 
 exactly the staged chunk (17,408 bytes) and at most 126 VGPRs; every spec's LDS is exactly its chunk.
 """
 from ..mqa_common.inputs import HEAD_DIMS, HEADS, PAGE_SIZES
-from ..registry import Budget, Family
+from ...targets import DEFAULT_TARGET
+from ..registry import Budget, Family, kernel_abi
 from . import plan
 from .geometry import Geometry
 
+ABI = kernel_abi("void* out, void* q, void* q_scale, void* kv_cache, void* kv_scale, void* block_tables, "
+                 "void* weights, void* local_starts, void* local_ends, void* cta_info, int32_t stride_out, "
+                 "int32_t stride_q, int32_t stride_qs, int32_t stride_w, int32_t stride_kv_page, "
+                 "int32_t stride_kvs_page, int32_t stride_bt, int32_t bt_width, int32_t max_seq_len, "
+                 "float weight_scale")
 BUDGET_SPEC = {"heads": 64, "head_dim": 128, "page_size": 64}
 BUDGET_MAX_VGPR = 126
 
@@ -30,6 +36,8 @@ FAMILY = Family(
     specs=specs,
     symbol=plan.symbol,
     block=plan.block,
+    targets=(DEFAULT_TARGET,),
+    abi=lambda params: ABI,
     budget=budget,
     shipped=True,
     doc="FP4 paged MQA logits, prefill: 4 same-batch query rows per CTA share an LDS-staged KV chunk",

@@ -1,8 +1,8 @@
-"""Drivers: what the runtime needs from a GPU API, and how one is chosen.
+"""Drivers: what the runtime needs from a GPU API, one table of them, and how one is chosen.
 
 Every driver offers:
-  name                                   'hip', 'cuda' or 'emu'
-  target(device) -> str                  the device's architecture as stores name it (gfx950, sm_90)
+  name                                   its key in DRIVERS
+  target(device) -> str                  the device's architecture as stores and targets.py name it
   load_module(data, device) -> handle    load a code object onto a device
   get_function(module, symbol) -> handle
   unload(module)
@@ -11,7 +11,16 @@ Every driver offers:
   recover(rc, device, relaunch) -> int   retry a failed launch once if the failure is fixable
   error(rc, what) -> DriverError         the driver's own name and string for a return code
 """
+import importlib
 import threading
+
+# name -> "module:class", imported on first use (FLYAOT_DEVICE accepts exactly these names).
+DRIVERS = {
+    "emu": "emu:EmuDriver",        # CPU tensors, run by flyaot.emu
+    "hip": "hip:HipDriver",
+    "cuda": "cuda:CudaDriver",
+}
+NAMES = tuple(DRIVERS)
 
 _drivers = {}
 _lock = threading.Lock()
@@ -24,13 +33,11 @@ def get(name: str):
         with _lock:
             drv = _drivers.get(name)
             if drv is None:
-                if name == "emu":
-                    from .emu import EmuDriver
-                    drv = EmuDriver()
-                else:
-                    from .gpu import GpuDriver
-                    drv = GpuDriver(name)
-                _drivers[name] = drv
+                try:
+                    module, cls = DRIVERS[name].split(":")
+                except KeyError:
+                    raise ValueError(f"unknown driver {name!r}; known: {', '.join(NAMES)}") from None
+                drv = _drivers[name] = getattr(importlib.import_module(f"{__name__}.{module}"), cls)()
     return drv
 
 

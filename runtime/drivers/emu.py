@@ -1,20 +1,25 @@
-"""The emu driver: the runtime's view of the gfx950 emulator (flyaot.emu.driver).
+"""The emu driver: the runtime's view of the emulator (flyaot.emu.driver).
 
 Launches pack the kernarg segment exactly as the hardware would read it and hand the emulator the
 CPU tensors whose memory the kernel may touch. Stream handles are meaningless here and ignored.
 """
-TARGET = "gfx950"
+from ... import targets
 
 
 class EmuDriver:
+    """The runtime's driver named "emu": adapts flyaot.emu's Emulator to the driver protocol."""
     name = "emu"
 
     def __init__(self):
-        from flyaot.emu.driver import EmuDriver as Emulator
+        from flyaot.emu.driver import ISA_ARCH, Emulator
+        row = targets.get(ISA_ARCH)
+        if not row.emulated:
+            raise RuntimeError(f"the emulator implements {ISA_ARCH}, whose row in targets.py says it is not emulated")
+        self._target = row.arch
         self._emu = Emulator()
 
     def target(self, device: int) -> str:
-        return TARGET
+        return self._target
 
     def load_module(self, data: bytes, device: int):
         return self._emu.load_module(data)

@@ -3,6 +3,7 @@ import dataclasses
 
 import pytest
 
+from flyaot import targets
 from flyaot.build_tools import gates
 from flyaot.formats import codeobject
 from flyaot.kernel_defs.registry import Budget
@@ -15,7 +16,7 @@ def probe64(probe_store):
 
 
 def _check(data, entry, **overrides):
-    kw = dict(symbol=entry["symbol"], block=(64, 1, 1), traced_block=(64, 1, 1),
+    kw = dict(target=targets.get(targets.DEFAULT_TARGET), symbol=entry["symbol"], block=(64, 1, 1), traced_block=(64, 1, 1),
               arg_ctypes=("void*", "int32_t", "float"), budget=Budget())
     kw.update(overrides)
     co = data if isinstance(data, codeobject.CodeObject) else codeobject.parse(data)

@@ -1,4 +1,5 @@
 """Linker discovery order and the private toolkit folder."""
+import dataclasses
 import shutil
 import subprocess
 import sys
@@ -52,7 +53,19 @@ def test_inherited_rocm_path_to_our_own_toolkit_is_not_chosen(monkeypatch, tmp_p
     monkeypatch.setenv("ROCM_PATH", str(root))
     found = toolchain.find_linker()
     assert found.command == real.command
-    toolchain.prepare_toolkit(found, root)
+    assert toolchain.prepare_toolkit(found, tmp_path / "tk") == root
     out = subprocess.run([str(root / "llvm" / "bin" / "ld.lld"), "--version"], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0 and "LLD" in out.stdout
+
+
+def test_each_linker_gets_a_toolkit_folder_of_its_own(tmp_path):
+    # An explicit FLYAOT_LLD (a test's hanging linker, say) must never rewrite the wrapper that a build
+    # beside it, linking with the default linker, is using.
+    real = toolchain.find_linker()
+    other = dataclasses.replace(real, command=("/bin/false",))
+    ours, theirs = (toolchain.prepare_toolkit(lk, tmp_path / "tk") for lk in (real, other))
+    assert ours != theirs and ours.parent == theirs.parent == tmp_path / "tk"
+    out = subprocess.run([str(ours / "llvm" / "bin" / "ld.lld"), "--version"], capture_output=True, text=True,
                          timeout=60)
     assert out.returncode == 0 and "LLD" in out.stdout

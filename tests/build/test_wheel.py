@@ -83,6 +83,10 @@ def test_wheel_carries_an_index_tag_within_its_size_budget(wheel):
     assert wheel.stat().st_size < WHEEL_BUDGET
     names = zipfile.ZipFile(wheel).namelist()
     assert sum(n.endswith(".co") for n in names) == len(_manifest_keys())
+    # Developer tools and test-only families never ship; the emulator's ISA tables and the families do.
+    assert [n for n in names if n.startswith("flyaot/tools/") or "gen_opcodes" in n] == []
+    assert [n for n in names if "/probe/" in n or "emu_samples" in n or n.startswith("flyaot/tests/")] == []
+    assert "flyaot/emu/isa/gfx950/opcodes.py" in names and "flyaot/kernel_defs/mqa_decode/kernel.py" in names
     launchers = [n for n in names if n.startswith("flyaot/runtime/_launch")]
     assert launchers and all(n.endswith(".abi3.so") for n in launchers), launchers
     # auditwheel agrees with the tag the wheel now carries

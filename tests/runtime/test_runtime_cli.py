@@ -8,7 +8,8 @@ from types import SimpleNamespace
 import pytest
 from runtime_helpers import PROBE64, PROBE128, copy_store
 
-from flyaot.runtime import cli, config
+from flyaot import cli
+from flyaot.runtime import config
 from flyaot.store import lock
 
 

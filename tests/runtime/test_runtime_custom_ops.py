@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from flyaot.runtime.custom_ops import custom_op
+from flyaot.ops._torch_ops import custom_op
 
 
 def _fake(x: torch.Tensor, alpha: float) -> torch.Tensor:

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from flyaot.runtime import launchers
-from flyaot.runtime.drivers.gpu import _LAUNCH_ARGS
+from flyaot.runtime.drivers.base import LAUNCH_ARGS as _LAUNCH_ARGS
 from flyaot.store.slots import ArgLayout
 
 RECORDER = r"""

@@ -12,7 +12,8 @@ import pytest
 from runtime_helpers import make_config
 
 from flyaot import runtime
-from flyaot.runtime import cli, hooks
+from flyaot import cli
+from flyaot.ops import hooks
 from flyaot.runtime.dispatch import Runtime
 from tests.support import miss_records, run_build
 

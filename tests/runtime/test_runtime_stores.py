@@ -36,7 +36,8 @@ def test_environment_sets_extra_stores_in_order_and_cache_default(monkeypatch, t
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     c = Config.from_env()
     assert c.extra_stores == (tmp_path / "a", tmp_path / "b")
-    from flyaot import TARGET, __version__
+    from flyaot import __version__
+    from flyaot.targets import DEFAULT_TARGET as TARGET
     assert c.cache_dir == tmp_path / "xdg" / "flyaot" / __version__ / TARGET
     monkeypatch.setenv("FLYAOT_CACHE_DIR", str(tmp_path / "mine"))
     assert Config.from_env().cache_dir == tmp_path / "mine"

@@ -4,9 +4,10 @@
 tensors and ints) and maps it onto the kernel's arguments; lds_waves' grid comes from the case's
 `groups` (one workgroup per 128 values).
 """
+import functools
+
 from ..registry import LaunchPlan
 
-FAMILY = "emu_samples"
 
 BLOCKS = {
     "mfma_bf16_16x16x32": (128, 1, 1),
@@ -51,5 +52,11 @@ def plan(kernel: str, case: dict) -> LaunchPlan:
     missing = [a for a in ARGS[kernel] if a not in case]
     if missing:
         raise ValueError(f"emu_samples/{kernel}: case lacks {missing}")
-    return LaunchPlan(family=FAMILY, params={"kernel": kernel}, grid=grid(kernel, case),
-                      block=BLOCKS[kernel], args={a: case[a] for a in ARGS[kernel]})
+    return _family().launch_plan({"kernel": kernel}, grid(kernel, case), {a: case[a] for a in ARGS[kernel]})
+
+
+@functools.cache
+def _family():
+    """This family's declaration (specs.py imports this module, so it is looked up on first use)."""
+    from .specs import FAMILY
+    return FAMILY

@@ -1,5 +1,7 @@
 """Launch geometry of the probe family (pure Python)."""
-from ..registry import LaunchPlan
+import functools
+
+from ..registry import LaunchPlan  # noqa: F401  (the type plans return)
 
 
 def block(params: dict) -> tuple:
@@ -14,4 +16,11 @@ def plan(out, value: float, *, block_size: int = 64) -> LaunchPlan:
     params = {"block": block_size, "behavior": "ok"}
     n = out.numel()
     grid = ((n + block_size - 1) // block_size, 1, 1)
-    return LaunchPlan("probe", params, grid, block(params), {"out": out, "n": n, "value": float(value)})
+    return _family().launch_plan(params, grid, {"out": out, "n": n, "value": float(value)})
+
+
+@functools.cache
+def _family():
+    """This family's declaration (specs.py imports this module, so it is looked up on first use)."""
+    from .specs import FAMILY
+    return FAMILY

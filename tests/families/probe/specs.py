@@ -1,4 +1,5 @@
-from ..registry import Budget, Family
+from ...targets import DEFAULT_TARGET
+from ..registry import Budget, Family, kernel_abi
 from . import plan
 
 FAMILY = Family(
@@ -7,6 +8,8 @@ FAMILY = Family(
     specs=lambda: [{"block": b, "behavior": "ok"} for b in (64, 128)],
     symbol=plan.symbol,
     block=plan.block,
+    targets=(DEFAULT_TARGET,),
+    abi=lambda params: kernel_abi("void* out, int32_t n, float value"),
     budget=lambda params: Budget(max_vgpr=32),
     shipped=False,
     doc="out[i] = value + 1 for i < n; test-only",

@@ -19,7 +19,6 @@ from flydsl._mlir.dialects import rocdl as _rocdl_ods
 from flydsl.expr import gpu, range_constexpr, rocdl
 from flydsl.expr.typing import Int32, T, Vector
 
-from flyaot.kernel_defs.flydsl_compile import compile_launcher
 
 from .plan import BLOCKS
 
@@ -234,6 +233,5 @@ _LAUNCHERS = {
 }
 
 
-def build(params):
-    launcher, name = _LAUNCHERS[params["kernel"]]
-    return compile_launcher(launcher, name)
+def launcher(params):
+    return _LAUNCHERS[params["kernel"]][0]

@@ -1,10 +1,10 @@
-"""Per-family hooks the CLI's `selftest` and `bench` call, found in the public op modules.
+"""`python -m flyaot selftest` and `bench`: per-family hooks found in the public op modules.
 
-A family opts in by defining the hooks in its op module `flyaot.ops._<family>`. They live with the ops, not in kernel_defs, because they call the public ops and the runtime,
-and kernel_defs must not depend on either.
+A family opts in by defining the hooks in its op module `flyaot.ops._<family>`. They live with the ops,
+not in kernel_defs or the runtime, because they call the public ops, and neither may depend on those.
 
 Protocol (both optional, both take a torch device string such as "cuda" or "cpu"; "cpu" runs on the
-gfx950 emulator):
+emulator):
     selftest(device) -> iterable of (case: str, ok: bool, detail: str)
         run the family's ops on small inputs against its torch reference
     bench(device) -> iterable of (case: str, us_per_call: float, detail: str)
@@ -19,7 +19,6 @@ import traceback
 
 from ..kernel_defs import registry
 
-OPS_PACKAGE = f"{__package__.rpartition('.')[0]}.ops"
 
 
 def _error(e: BaseException) -> str:
@@ -28,7 +27,7 @@ def _error(e: BaseException) -> str:
 
 def _op_module(family: str):
     """The family's op module, or None when the family has none (test-only families)."""
-    name = f"{OPS_PACKAGE}._{family}"
+    name = f"{__package__}._{family}"
     if importlib.util.find_spec(name) is None:
         return None
     return importlib.import_module(name)      # an import error inside it is the family's failure, not "none"
@@ -87,3 +86,29 @@ def timed(case: str, fn, device: str, detail: str = "", *, emu_calls: int = 3) -
                                                         "not a GPU timing"]))
     except Exception as e:
         return case, False, _error(e)
+
+
+def _default_device(config) -> str:
+    """cpu (the emulator) when FLYAOT_DEVICE=emu or torch sees no GPU, else cuda (torch's name for HIP too)."""
+    import torch
+    return "cuda" if config.device != "emu" and torch.cuda.is_available() else "cpu"
+
+
+def cmd_selftest(a, config) -> int:
+    device = a.device or _default_device(config)
+    rows = run("selftest", device, a.family)
+    for family, case, ok, detail in rows:
+        print(f"{'PASS' if ok else 'FAIL'} {family} {case}" + (f": {detail}" if detail else ""))
+    failed = sum(1 for r in rows if not r[2])
+    print(f"{len(rows) - failed} passed, {failed} failed on {device}" + ("" if rows else " (no family has a selftest)"))
+    return 1 if failed or not rows else 0
+
+
+def cmd_bench(a, config) -> int:
+    device = a.device or _default_device(config)
+    rows = run("bench", device, a.family)
+    for family, case, us, detail in rows:
+        shown = f"{us:10.2f} us" if isinstance(us, (int, float)) and not isinstance(us, bool) else "    FAILED"
+        print(f"{family:16} {case:40} {shown}  {detail}")
+    return 0 if rows and all(not isinstance(r[2], bool) for r in rows) else 1
+

@@ -1,7 +1,9 @@
-"""Compile one FlyDSL launcher for gfx950 without a GPU and hand back its code object.
+"""The FlyDSL compile back end: trace and compile one family launcher without a GPU, hand back its
+code object and the ABI the launcher's signature states.
 
 Used by build workers and by the runtime's JIT fallback (the only runtime path that imports
-flydsl). The caller must have set up the toolchain environment first (build_tools.toolchain).
+flydsl). The caller must have set up the toolchain environment for the target first
+(build_tools.toolchain).
 """
 import inspect
 from dataclasses import dataclass
@@ -25,6 +27,22 @@ class KernelBuild:
     def from_entry(cls, entry: dict, code_object: bytes) -> "KernelBuild":
         return cls(code_object, entry["symbol"], tuple(a["name"] for a in entry["args"]),
                    tuple(a["ctype"] for a in entry["args"]), tuple(entry["block"]))
+
+
+def compile_family_spec(family, params: dict) -> KernelBuild:
+    """Compile one spec of a registry Family: its kernel module's `launcher(params)`, under the module's
+    `compile_hints(params)` if it defines them, as the kernel symbol the family declares."""
+    import importlib
+
+    from flydsl.compiler.kernel_function import CompilationContext
+    module = importlib.import_module(family.kernel_module)
+    launcher = module.launcher(dict(params))
+    hints = getattr(module, "compile_hints", lambda p: {})(dict(params))
+    symbol = family.symbol(params)
+    if not hints:
+        return compile_launcher(launcher, symbol)
+    with CompilationContext.compile_hints(hints):
+        return compile_launcher(launcher, symbol)
 
 
 def compile_launcher(launcher, kernel_name: str) -> KernelBuild:

@@ -1,11 +1,15 @@
 """Device timing shared by `python -m flyaot bench` and benchmarks/: median kernel time of a call
-captured in a CUDA/HIP graph (so host launch cost is excluded), and the gfx950 check."""
+captured in a CUDA/HIP graph (so host launch cost is excluded), and whether device 0 is the prebuilt target."""
 import statistics
 
+from .. import targets
 
-def on_gfx950() -> bool:
+
+def on_prebuilt_target() -> bool:
+    """Whether GPU 0 is the target the prebuilt set is built for."""
     import torch
-    return torch.cuda.is_available() and "gfx950" in getattr(torch.cuda.get_device_properties(0), "gcnArchName", "")
+    arch = getattr(torch.cuda.get_device_properties(0), "gcnArchName", "") if torch.cuda.is_available() else ""
+    return arch.split(":")[0] == targets.DEFAULT_TARGET
 
 
 def graph_median_us(call, rounds: int, launches_per_graph: int = 20) -> float:

@@ -1,0 +1,80 @@
+"""Adding a target is one row in targets.py plus `targets=` on the families that support it.
+
+The row here is test-only: the test adds it to the table in this process and no such row ships. It
+describes a real LLVM target, gfx942 (CDNA3: 64 KiB LDS, wave64), so the build is real: the build
+CLI's own `main()` runs in this process (the only one that has the row; compile workers receive the
+arch name alone), FlyDSL compiles the probe family for gfx942, and the gates check the gfx942 code
+objects against the limits the row declares. The store that comes out is then refused at load by
+the emulator, which runs gfx950 code only.
+"""
+import dataclasses
+import importlib
+import json
+
+import pytest
+import torch
+
+from flyaot import runtime, targets
+from flyaot.build_tools import cli
+from flyaot.formats import codeobject
+from flyaot.kernel_defs import registry
+from flyaot.runtime import ArchMismatchError, drivers
+
+DUMMY = targets.GPUTarget(backend="hip", arch="gfx942", warp_size=64, mach=0x4C, lds_bytes=64 * 1024,
+                          vgprs=256, agprs=256, sgprs=102, emulated=False, description="test-only row")
+
+
+@pytest.fixture()
+def dummy_target(monkeypatch):
+    """The dummy row in the table, and the probe family declaring it beside its own targets."""
+    monkeypatch.setitem(targets.TARGETS, DUMMY.arch, DUMMY)
+    specs = importlib.import_module(f"{registry.__package__}.probe.specs")
+    monkeypatch.setattr(specs, "FAMILY", dataclasses.replace(specs.FAMILY, targets=specs.FAMILY.targets + (DUMMY.arch,)))
+    return DUMMY
+
+
+def _build(tmp_path, *extra) -> int:
+    return cli.main(["build", "--family", "probe", "--target", DUMMY.arch, "--out", str(tmp_path / "store"),
+                     "--cache", str(tmp_path / "cache"), "--jobs", "2", *extra])
+
+
+def test_a_family_without_the_target_is_not_built_for_it(tmp_path, dummy_target, monkeypatch, capsys):
+    specs = importlib.import_module(f"{registry.__package__}.probe.specs")
+    monkeypatch.setattr(specs, "FAMILY", dataclasses.replace(specs.FAMILY, targets=(targets.DEFAULT_TARGET,)))
+    assert _build(tmp_path) == 2
+    assert f"does not declare target {DUMMY.arch}" in capsys.readouterr().err
+
+
+def test_dummy_target_store_builds_with_its_limits_and_is_refused_on_the_emulator(tmp_path, dummy_target, monkeypatch, capsys):
+    assert _build(tmp_path) == 0, capsys.readouterr().err
+    store = tmp_path / "store"
+    manifest = json.loads((store / "manifest.json").read_text())
+    assert manifest["target"] == DUMMY.arch and len(manifest["specs"]) == 2
+    for entry in manifest["specs"].values():
+        assert entry["key"].endswith(f"@{DUMMY.arch}") and entry["file"].startswith(f"{DUMMY.arch}/")
+        co = codeobject.parse((store / entry["file"]).read_bytes())
+        assert co.mach == DUMMY.arch and co.e_flags & 0xFF == DUMMY.mach
+
+    # The gates read the row: the same (now cached) code objects are refused by a row with fewer VGPRs
+    # than the kernel uses, and nothing is written.
+    monkeypatch.setitem(targets.TARGETS, DUMMY.arch, dataclasses.replace(DUMMY, vgprs=1))
+    assert _build(tmp_path, "--out", str(tmp_path / "refused")) == 1
+    assert f"exceed {DUMMY.arch}'s 1" in capsys.readouterr().err
+    assert not (tmp_path / "refused").exists()
+    monkeypatch.setitem(targets.TARGETS, DUMMY.arch, DUMMY)
+
+    # Loading on the emulator (gfx950) is refused: the emu driver reports its own row, and the store's
+    # spec is for another target.
+    assert drivers.get("emu").target(-1) == targets.DEFAULT_TARGET != DUMMY.arch
+    plan = importlib.import_module(f"{registry.__package__}.probe.plan")
+    monkeypatch.setenv("FLYAOT_PREBUILT_PATH", str(store))
+    monkeypatch.setenv("FLYAOT_DEVICE", "emu")
+    monkeypatch.setenv("FLYAOT_DISABLE_JIT", "1")
+    monkeypatch.setenv("FLYAOT_CACHE_DIR", str(tmp_path / "user-cache"))
+    runtime.reset()
+    try:
+        with pytest.raises(ArchMismatchError, match=f"have it for {DUMMY.arch}, but the current device is "
+                                                    f"{targets.DEFAULT_TARGET}"):
+            runtime.launch(plan.plan(torch.zeros(64), 1.0))
+    finally:
+        runtime.reset()
