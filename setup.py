@@ -1,5 +1,6 @@
 """Packaging: the repository root is the `flyaot` package; prebuilt code objects ride along as data."""
 import pathlib
+import shutil
 
 from setuptools import Extension, setup
 from setuptools.command.build_py import build_py
@@ -20,6 +21,12 @@ def find_packages():
 
 
 class BuildPy(build_py):
+    def run(self):
+        # A rebuilt store has new file names; code objects a previous build copied into build/lib would
+        # otherwise ride along in the next wheel.
+        shutil.rmtree(pathlib.Path(self.build_lib) / "flyaot" / "prebuilt", ignore_errors=True)
+        super().run()
+
     def find_package_modules(self, package, package_dir):
         mods = super().find_package_modules(package, package_dir)
         if package == "flyaot":
