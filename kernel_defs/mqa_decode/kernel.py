@@ -154,14 +154,18 @@ def _staged_kernel(g: Staged, name: str):
                 B.lds_store(lds, Int32(SC_BASE) + (wave * Int32(LS) + Int32(i)) * Int32(256) + lane * Int32(4),
                             regs[LV + i], 1)
 
-        def compute(c, tbl):
+        def compute(c):
             base_tok = (chunk0 + c) * Int32(BK)
             for u in range_constexpr(QPW):
                 quad = wave + Int32(u * W)
                 j = quad // Int32(P // QUAD)
                 # tokens of a page the table does not name (past its width, or an entry outside
-                # kv_cache) score -inf; their staged bytes are zeros
-                valid = page_ok(Int32(B.readlane(tbl, j)), (chunk0 + c) * Int32(NP) + j)
+                # kv_cache) score -inf; their staged bytes are zeros. The entry is re-read as a scalar
+                # (SMEM, no VGPR) from the same bounded table row the chunk's loads used.
+                lp = (chunk0 + c) * Int32(NP) + j
+                entry = B.scalar_load(block_tables, arith.max(arith.min(lp, seq_pages - Int32(1)), Int32(0)), 1,
+                                      Int64(b) * Int64(stride_bt) * Int64(4), arith.max(seq_pages, Int32(0)) * Int32(4))[0]
+                valid = page_ok(entry, lp)
                 x = (quad - j * Int32(P // QUAD)) * Int32(16) + r              # 16h + r
                 ks = [B.lds_load(lds, Int32(SC_BASE) + j * Int32(PS) + Int32(kt * 4 * P) + grp * Int32(P)
                                  + x * Int32(4), 1) for kt in range_constexpr(KT)]
@@ -186,10 +190,8 @@ def _staged_kernel(g: Staged, name: str):
                         B.buffer_store(valid.select(s * weight_scale, fx.Float32(float("-inf"))), out_rs,
                                        tok * Int32(4))
 
-        # loop state: chunk c's staged registers, the table of chunk c + 1 (to fetch) and of chunk c
         tbl0 = table(Int32(0))
-        tbl1 = table(Int32(1))
-        init = fetch(Int32(0), tbl0) + [tbl1, tbl0]
+        init = fetch(Int32(0), tbl0) + [table(Int32(1))]
         for c, state in range(0, n_chunks, 1, init=init):
             ci = Int32(c)
             gpu.barrier()
@@ -197,8 +199,8 @@ def _staged_kernel(g: Staged, name: str):
             gpu.barrier()
             nxt = fetch(ci + Int32(1), state[LV + LS])
             tbl2 = table(ci + Int32(2))
-            compute(ci, state[LV + LS + 1])
-            yield nxt + [tbl2, state[LV + LS]]
+            compute(ci)
+            yield nxt + [tbl2]
 
     return staged
 
