@@ -127,6 +127,11 @@ def _load_weights(g: Geometry, w8, row, stride_w, half):
 
 # ------------------------------------------------------------------------------------------ KV staging
 
+def _below(x, n):
+    """0 <= x < n (n >= 0) as one unsigned compare."""
+    return fx.Uint32(x) < fx.Uint32(n)
+
+
 def _table_page(table, lp):
     """(entry, ok) of logical page lp of the CTA's block-table row.
 
@@ -136,12 +141,13 @@ def _table_page(table, lp):
     tokens score -inf."""
     bt32, cap, width, batch_ok, num_pages = table
     entry = Int32(_sload(bt32, fx.max(fx.min(lp, cap), Int32(0)), num_records=width * Int32(4)))
-    ok = (batch_ok & (lp >= Int32(0)) & (lp < width)) & ((entry >= Int32(0)) & (entry < num_pages))
+    ok = (batch_ok & _below(lp, width)) & _below(entry, num_pages)
     return entry, ok
 
 
 def _load_chunk(g: Geometry, kv8, kvs8, table, chunk, stride_kv, stride_kvs, tid, wave):
-    """Global loads of one chunk (all pages' values and scales) into this thread's staging registers."""
+    """Global loads of one chunk (all pages' values and scales) into this thread's staging registers,
+    followed by the chunk's page-validity bits."""
     npg = g.pages_per_chunk
     pieces_per_page = g.page_value_bytes // 16
     dwords_per_page = g.page_scale_bytes // 4
@@ -172,12 +178,15 @@ def _load_chunk(g: Geometry, kv8, kvs8, table, chunk, stride_kv, stride_kvs, tid
             voff = (tid % Int32(dwords_per_page)) * Int32(4)
         rsrc = B.buffer_rsrc(kvs8, Int64(page) * Int64(stride_kvs), ok.select(Int32(g.page_scale_bytes), Int32(0)))
         regs.append(Int32(B.buffer_load(rsrc, voff, 1)))
-    return regs
+    valid = Int32(0)                      # bit j: page j of the chunk is valid (travels with the chunk)
+    for j in range_constexpr(npg):
+        valid = valid | oks[j].select(Int32(1 << j), Int32(0))
+    return regs + [valid]
 
 
 def _zero_regs(g: Geometry):
     return ([Vector.filled(4, 0, Int32) for _ in range_constexpr(g.value_pieces_per_thread)]
-            + [Int32(0) for _ in range_constexpr(g.scale_dwords_per_thread)])
+            + [Int32(0) for _ in range_constexpr(g.scale_dwords_per_thread)] + [Int32(0)])
 
 
 def _stage_chunk(g: Geometry, lds, regs, tid):
@@ -260,7 +269,7 @@ def build(params: dict):
             # cta_info fields are not trusted: a row outside the launch stores nothing (its loads
             # read row 0), a batch outside block_tables makes every page invalid
             row_in = first_row + fx.min(wave, n_rows - Int32(1))
-            active = (wave < n_rows) & (row_in >= Int32(0)) & (row_in < rows)
+            active = (wave < n_rows) & _below(row_in, rows)
             row = active.select(row_in, Int32(0))
             ls_raw = Int32(_sload(_global(local_starts, T.i32), row))
             le_raw = Int32(_sload(_global(local_ends, T.i32), row))
@@ -276,7 +285,7 @@ def build(params: dict):
 
             kv8 = _global(kv_cache, T.i8)
             kvs8 = _global(kv_scale, T.i8)
-            batch_ok = (batch >= Int32(0)) & (batch < bt_rows)
+            batch_ok = _below(batch, bt_rows)
             bt32 = fx.add_offset(_global(block_tables, T.i32),
                                  Int64(batch_ok.select(batch, Int32(0))) * Int64(stride_bt))
             table = (bt32, fx.min(last_page, bt_width - Int32(1)), bt_width, batch_ok, num_pages)
@@ -289,6 +298,7 @@ def build(params: dict):
             for c in range(Int32(0), chunk_count, Int32(1), unroll=1):
                 gpu.barrier()                             # every wave is done reading the previous chunk
                 _stage_chunk(g, lds, regs, tid)
+                valid = regs[-1]
                 gpu.barrier()
                 tok0 = (chunk_start + c) * Int32(CHUNK_TOKENS)
                 for j in range_constexpr(npg):
@@ -300,7 +310,7 @@ def build(params: dict):
                             regs = _zero_regs(g)
                     page0 = tok0 + Int32(j * g.page_size)
                     if (page0 < win_hi) & (page0 + Int32(g.page_size) > win_lo):
-                        _, ok = _table_page(table, (chunk_start + c) * Int32(npg) + Int32(j))
+                        ok = (valid & Int32(1 << j)) != Int32(0)
                         sums = _page_logits(g, lds, j, qa, qs, w, lane_v, lane_s, shift_s)
                         for pr in range_constexpr(g.tiles_per_page // 2):
                             val = _fold_pair(sums[2 * pr], sums[2 * pr + 1], lane, half) * weight_scale
