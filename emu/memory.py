@@ -4,6 +4,12 @@ pointers (torch CPU tensors' storage, the kernarg segment, the dispatch packet).
 Accesses are vectorised over lanes: one gather/scatter per instruction when all lanes fall into
 one allocation. A lane touching bytes outside every allocation is an error that names the
 instruction and the address (no silent corruption of host memory).
+
+Each registration also declares a region: the bytes of the tensor itself (a view's span, not its
+whole storage). A buffer access (a V# or scalar buffer load) must stay inside a region that holds
+the descriptor's base address: reaching another tensor, the unused bytes of a shared storage, or
+memory of no tensor is a fault, though the hardware would perform it, because a kernel that does
+so reads or writes memory its caller never handed it.
 """
 import bisect
 import ctypes
@@ -21,6 +27,8 @@ class Memory:
         self._base_list: list[int] = []     # the same as Python ints, for one-range lookups
         self._end_list: list[int] = []
         self._u32: list = []                # dword view of each allocation (None if unaligned)
+        self._regions: list[tuple[int, int]] = []   # [lo, hi) of each registered tensor / array
+        self._limits: dict[int, int] = {}           # descriptor base -> end of its region (cache)
 
     # ----- registration -----
     def register_array(self, arr: np.ndarray) -> int:
@@ -29,6 +37,7 @@ class Memory:
         u8 = a.reshape(-1).view(np.uint8)
         base = a.ctypes.data
         self._add(base, u8.size, u8, a)
+        self._add_region(base, base + u8.size)
         return base
 
     def register_tensor(self, t) -> None:
@@ -41,6 +50,26 @@ class Memory:
             return
         buf = (ctypes.c_uint8 * size).from_address(base)
         self._add(base, size, np.frombuffer(buf, dtype=np.uint8), t)
+        if t.numel():
+            span = 1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride()))
+            self._add_region(t.data_ptr(), t.data_ptr() + span * t.element_size())
+
+    def _add_region(self, lo: int, hi: int) -> None:
+        if hi > lo:
+            self._regions.append((lo, hi))
+            self._limits.clear()
+
+    def confine(self, base: int, lo: int, hi: int, what: str) -> None:
+        """Fault unless the bytes [lo, hi) of a buffer access lie in a region holding `base` (the
+        descriptor's base address); overlapping views of one storage each count."""
+        lim = self._limits.get(base)
+        if lim is None:
+            lim = max((h for l, h in self._regions if l <= base < h), default=-1)
+            self._limits[base] = lim
+        if lo < base or hi > lim:
+            where = (f"its tensor ends at 0x{lim:x}" if lim >= 0 else "the base lies in no tensor")
+            raise EmuError(f"{what}: buffer access [0x{lo:x}, 0x{hi:x}) through a descriptor based at "
+                           f"0x{base:x} leaves its tensor ({where})")
 
     def _add(self, base, size, u8, owner):
         for b, s, _, _ in self._allocs:

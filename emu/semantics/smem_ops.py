@@ -2,7 +2,7 @@
 
 The immediate offset (21-bit signed on gfx9) and an SGPR offset may both be present; the
 address's low two bits are ignored (dword aligned). s_buffer_load dwords at or beyond the V#'s
-num_records read 0.
+num_records read 0; the others must lie in the tensor holding the V#'s base (Memory.confine).
 """
 import numpy as np
 
@@ -47,6 +47,7 @@ def _s_buffer_load(w, ins):
     vals = np.zeros(ndw, dtype=np.uint32)
     if ok.any():
         addrs = (base + comp[ok]).astype(np.uint64)
+        w.mem.confine(base, int(addrs.min()), int(addrs.max()) + 4, f"{ins.op} at 0x{ins.addr:x}")
         vals[ok] = w.mem.load_dwords(addrs, 1, what=f"{ins.op} at 0x{ins.addr:x}")[:, 0]
         w.counters.global_bytes_read += 4 * int(ok.sum())
     _write(w, ins, vals)

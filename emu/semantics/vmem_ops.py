@@ -5,8 +5,9 @@ Buffer addressing (swizzle off, as our kernels build their V#s):
 Range check per 32-bit component (per access for sub-dword forms), soffset excluded:
     raw (idxen = 0):        out of range if inst_offset + voffset + comp_offset + comp_size > num_records
     structured (idxen = 1): out of range if vindex >= num_records
-Out-of-range loads return 0 and out-of-range stores are dropped. Global/flat addresses must fall
-inside a registered allocation (memory.py raises otherwise).
+Out-of-range loads return 0 and out-of-range stores are dropped. The in-range bytes must lie in the
+tensor holding the descriptor's base (Memory.confine faults otherwise). Global/flat addresses must
+fall inside a registered allocation (memory.py raises otherwise).
 
 Buffer loads with the `lds` bit (LDS DMA: no VGPR is written) store each active lane's data in
 LDS at
@@ -123,7 +124,7 @@ def _buffer_addr(w, ins, vaddr, srsrc, soff, comp_offsets, csize):
     else:
         inrange = (rel[:, None] + comp + U64(csize)) <= U64(num_records)
     addr = U64(base) + U64(soffset) + rel[:, None] + comp
-    return addr, inrange
+    return base, addr, inrange
 
 
 _LDS_DMA_STRIDE = {4: 4, 12: 16, 16: 16}      # bytes per lane in LDS, by load size
@@ -137,11 +138,12 @@ def _buffer_load(w, ins):
     _, vaddr, srsrc, soff = _buffer_operands(ins, False)
     comp = [0, 4, 8, 12][:nbytes // 4] if nbytes >= 4 else [0]
     csize = 4 if nbytes >= 4 else nbytes
-    addr, inrange = _buffer_addr(w, ins, vaddr, srsrc, soff, comp, csize)
+    base, addr, inrange = _buffer_addr(w, ins, vaddr, srsrc, soff, comp, csize)
     active = w.exec[:, None] & inrange
     raw = np.zeros((LANES, len(comp), csize), dtype=np.uint8)
     if active.any():
         a = addr[active]
+        w.mem.confine(base, int(a.min()), int(a.max()) + csize, f"{ins.op} at 0x{ins.addr:x}")
         raw[active] = w.mem.load(a, csize, what=f"{ins.op} at 0x{ins.addr:x}")
         w.counters.global_bytes_read += int(active.sum()) * csize
     raw = raw.reshape(LANES, -1)
@@ -158,10 +160,12 @@ def _buffer_store(w, ins):
     vdata, vaddr, srsrc, soff = _buffer_operands(ins, True)
     comp = [0, 4, 8, 12][:nbytes // 4] if nbytes >= 4 else [0]
     csize = 4 if nbytes >= 4 else nbytes
-    addr, inrange = _buffer_addr(w, ins, vaddr, srsrc, soff, comp, csize)
+    base, addr, inrange = _buffer_addr(w, ins, vaddr, srsrc, soff, comp, csize)
     active = w.exec[:, None] & inrange
     if not active.any():
         return
+    a = addr[active]
+    w.mem.confine(base, int(a.min()), int(a.max()) + csize, f"{ins.op} at 0x{ins.addr:x}")
     data = _store_bytes(w, vdata, nbytes, d16).reshape(LANES, len(comp), csize)
     w.mem.store(addr[active], data[active], what=f"{ins.op} at 0x{ins.addr:x}")
     w.counters.global_bytes_written += int(active.sum()) * csize
@@ -223,10 +227,12 @@ def _fast_buffer(ins):
             return general(w, ins)                   # some dwords of a lane in range, some not
         if not n and is_store:
             return
-        start = (d0 | ((d1 & 0xFFFF) << 32)) + (int(w.sgpr[soff_reg]) if soff_reg is not None
-                                                 else soff_const)
+        base = d0 | ((d1 & 0xFFFF) << 32)
+        start = base + (int(w.sgpr[soff_reg]) if soff_reg is not None else soff_const)
         if n != LANES:
             rel = rel[act]
+        if n:
+            w.mem.confine(base, start + int(rel.min()), start + int(rel.max()) + nbytes, what)
         # dword accesses inside one aligned allocation: index its uint32 view directly
         dv = None
         if not nbytes % 4 and n:

@@ -89,15 +89,38 @@ def unpack_kv_pages(kv_cache: torch.Tensor, kv_scale: torch.Tensor):
     return values, scales
 
 
+def token_pages(table_row, n_tokens: int, page_size: int, num_pages: int):
+    """(page id, valid) per logical page of a sequence's first n_tokens tokens: a logical page is valid
+    when it is a column of the table row and its entry names one of the num_pages pages (the kernels
+    score the tokens of an invalid page -inf and never read it). Invalid pages get id 0."""
+    n_pg = max(0, -(-n_tokens // page_size))
+    width = table_row.shape[0]
+    entry = torch.zeros(n_pg, dtype=torch.long)
+    entry[: min(width, n_pg)] = table_row[:n_pg].cpu().long()
+    ok = (torch.arange(n_pg) < width) & (entry >= 0) & (entry < num_pages)
+    return torch.where(ok, entry, torch.zeros_like(entry)), ok
+
+
+def valid_tokens(table_row, n_tokens: int, page_size: int, num_pages: int) -> torch.Tensor:
+    """bool [n_tokens]: the tokens whose page is valid (token_pages)."""
+    _, ok = token_pages(table_row, n_tokens, page_size, num_pages)
+    return ok.repeat_interleave(page_size)[:max(n_tokens, 0)]
+
+
 def gather_tokens(kv_cache, kv_scale, table_row, n_tokens: int) -> torch.Tensor:
-    """Float32 keys [n_tokens, D] of one sequence: logical token t lives in page table_row[t // P], slot t % P."""
+    """Float32 keys [n_tokens, D] of one sequence: logical token t lives in page table_row[t // P], slot t % P
+    (zero keys for the tokens of an invalid page, see token_pages)."""
     p = kv_cache.shape[3]
     d = kv_cache.shape[1] * K_TILE
     if n_tokens <= 0:
         return torch.zeros(0, d, dtype=torch.float32, device=kv_cache.device)
-    pages = table_row[: -(-n_tokens // p)].long()
-    values, scales = unpack_kv_pages(kv_cache[pages], kv_scale[pages])
-    return dequant_mxfp4(values, scales).reshape(-1, d)[:n_tokens]
+    pages, ok = token_pages(table_row, n_tokens, p, kv_cache.shape[0])
+    keys = torch.zeros(pages.shape[0], p, d, dtype=torch.float32)
+    if ok.any():
+        sel = pages[ok].to(kv_cache.device)
+        values, scales = unpack_kv_pages(kv_cache[sel], kv_scale[sel])
+        keys[ok] = dequant_mxfp4(values, scales).reshape(-1, p, d).cpu()
+    return keys.reshape(-1, d)[:n_tokens].to(kv_cache.device)
 
 
 def dequant_q(q_fp4: torch.Tensor, q_scale: torch.Tensor) -> torch.Tensor:

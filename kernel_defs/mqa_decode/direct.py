@@ -4,7 +4,8 @@ Grid (ceil(max_seq_len / tile), B): CTA (x, b) scores tokens [x*tile, (x+1)*tile
 its next_n query rows; a CTA whose chunk starts at or past ctx_b exits at once. Two waves of 64 lanes:
 - KV: each wave loads the chunk's values (one 16-byte lane load per 16-token n-tile) and scale dwords
   (one per distinct slot group, see `_scale_dwords`) from global memory straight into registers. The
-  chunk lies in one page, whose id is one scalar block-table read (entry < ceil(ctx_b / P) always).
+  chunk lies in one page, whose id is one scalar block-table read bounded by the table width; a page
+  outside the table or kv_cache is not read and its tokens score -inf.
 - Heads: wave w owns m-tiles [w*H/32, (w+1)*H/32). Per row it loads its Q fragments, one Q-scale dword
   and its weights (vector loads, or scalar loads + a per-lane-group select for the large grids), runs
   n_tiles x m-tiles MFMAs 16x16x128 against the KV registers, applies ReLU x weight, and folds the four
@@ -85,7 +86,7 @@ def direct_kernel(g: Direct, name: str):
     def direct(out: fx.Pointer, q: fx.Pointer, q_scale: fx.Pointer, kv_cache: fx.Pointer,
                kv_scale: fx.Pointer, block_tables: fx.Pointer, weights: fx.Pointer, context_lens: fx.Pointer,
                next_n: Int32, max_seq_len: Int32, stride_out: Int64, stride_kv: Int64, stride_ks: Int64,
-               stride_bt: Int32, weight_scale: fx.Float32):
+               stride_bt: Int32, weight_scale: fx.Float32, num_pages: Int32, bt_width: Int32):
         tid = Int32(gpu.thread_idx.x)
         wave = Int32(B.readfirstlane(tid >> Int32(6)))
         lane = tid & Int32(63)
@@ -96,12 +97,16 @@ def direct_kernel(g: Direct, name: str):
         ctx = B.scalar_load(context_lens, b, 1)[0]
         lds = B.lds_alloc(g.lds_bytes)
         if t0 < ctx:
-            page = B.scalar_load(block_tables, t0 // Int32(P), 1, Int64(b) * Int64(stride_bt) * Int64(4))[0]
+            # A chunk whose page is past the table's width or not a page of kv_cache reads nothing and
+            # scores -inf (the table read itself is bounded by the width).
+            col = t0 // Int32(P)
+            page = B.scalar_load(block_tables, col, 1, Int64(b) * Int64(stride_bt) * Int64(4), bt_width * Int32(4))[0]
+            valid = ((col < bt_width) & (page >= Int32(0))) & (page < num_pages)
             tin = t0 & Int32(P - 1)
-            kv_rs = B.buffer_rsrc(kv_cache, Int64(page) * stride_kv, P * 64)
+            kv_rs = B.buffer_rsrc(kv_cache, Int64(page) * stride_kv, valid.select(Int32(P * 64), Int32(0)))
             kv = [B.buffer_load(kv_rs, grp * Int32(P * 16) + (tin + Int32(NTILE * j) + r) * Int32(16), 4)
                   for j in range_constexpr(NT)]
-            ks_rs = B.buffer_rsrc(kv_scale, Int64(page) * stride_ks, P * 4)
+            ks_rs = B.buffer_rsrc(kv_scale, Int64(page) * stride_ks, valid.select(Int32(P * 4), Int32(0)))
             ks = []
             for xo in SC_OFFS:
                 dw = Int32(B.buffer_load(ks_rs, grp * Int32(P) + (Int32(xo) + r) * Int32(4), 1))
@@ -159,7 +164,8 @@ def direct_kernel(g: Direct, name: str):
                 ni = Int32(n)
                 p0 = B.lds_load(lds, ni * Int32(ROW_LDS) + t_lane * Int32(4), 1)
                 p1 = B.lds_load(lds, (Int32(MAX_NEXT_N) + ni) * Int32(ROW_LDS) + t_lane * Int32(4), 1)
-                v = (Int32(p0).bitcast(fx.Float32) + Int32(p1).bitcast(fx.Float32)) * weight_scale
+                v = valid.select((Int32(p0).bitcast(fx.Float32) + Int32(p1).bitcast(fx.Float32)) * weight_scale,
+                                 fx.Float32(float("-inf")))
                 limit = arith.min(ctx - next_n + Int32(1) + ni, max_seq_len)
                 tok = t0 + lane
                 out_rs = B.buffer_rsrc(out, Int64(b_row + ni) * stride_out * Int64(4))
@@ -177,9 +183,10 @@ def direct_launcher(g: Direct, name: str):
     def launch(out: fx.Pointer, q: fx.Pointer, q_scale: fx.Pointer, kv_cache: fx.Pointer,
                kv_scale: fx.Pointer, block_tables: fx.Pointer, weights: fx.Pointer, context_lens: fx.Pointer,
                next_n: Int32, max_seq_len: Int32, stride_out: Int64, stride_kv: Int64, stride_ks: Int64,
-               stride_bt: Int32, weight_scale: fx.Float32, stream: fx.Stream = fx.Stream(None)):
+               stride_bt: Int32, weight_scale: fx.Float32, num_pages: Int32, bt_width: Int32,
+               stream: fx.Stream = fx.Stream(None)):
         kern(out, q, q_scale, kv_cache, kv_scale, block_tables, weights, context_lens, next_n, max_seq_len,
-             stride_out, stride_kv, stride_ks, stride_bt, weight_scale).launch(
+             stride_out, stride_kv, stride_ks, stride_bt, weight_scale, num_pages, bt_width).launch(
             grid=(1, 1, 1), block=(threads, 1, 1), stream=stream)
 
     return launch

@@ -36,8 +36,10 @@ Design decisions (docs/families/mqa_decode.md#decisions):
   global-load bytes than the persistent staged one at next_n = 1 (Q and weights are re-read per chunk:
   ~360 B vs ~180-290 B at tile 32, ~215-245 B at tile 64) and fewer at MTP4 (109 B vs 182 B), with
   ~1/3 of the staged kernel's per-wave path length and 8x its CTAs on the small benchmark shapes.
-- Block tables: an entry is read only for pages < ceil(min(ctx, max_seq_len) / P): indices are
-  clamped to that last page and the table resource is bounded to that many entries. Chunks past the
+- Block tables: an entry is read only for pages < min(ceil(min(ctx, max_seq_len) / P), table width):
+  indices are clamped to that last page and the table resource is bounded to that many entries. A page
+  past the table's width or whose entry is not a page of kv_cache is never read (zero-sized resources)
+  and its visible tokens score -inf (docs/safety.md); a cta_info row outside the launch stores nothing. Chunks past the
   row's visible limit are not computed at all; tokens past it inside a chunk are computed, never stored.
   The direct kernel reads one entry per CTA, t0 // P for a chunk starting at t0 < min(ctx, max_seq_len).
 - ctx > max_seq_len: the output row ends at max_seq_len (a runtime argument of both kernels), so a row's
@@ -69,21 +71,24 @@ def _staged_kernel(g: Staged, name: str):
     def staged(out: fx.Pointer, q: fx.Pointer, q_scale: fx.Pointer, kv_cache: fx.Pointer,
                kv_scale: fx.Pointer, block_tables: fx.Pointer, weights: fx.Pointer, cta_info: fx.Pointer,
                next_n: Int32, max_seq_len: Int32, stride_out: Int64, stride_kv: Int64, stride_ks: Int64,
-               stride_bt: Int32, weight_scale: fx.Float32):
+               stride_bt: Int32, weight_scale: fx.Float32, rows: Int32, num_pages: Int32, bt_width: Int32):
         tid = Int32(gpu.thread_idx.x)
         wave = Int32(B.readfirstlane(tid >> Int32(6)))
         lane = tid & Int32(63)
         r = lane & Int32(15)
         grp = lane >> Int32(4)
-        row, chunk0, count, ctx = B.scalar_load(cta_info, Int32(gpu.block_idx.x) * Int32(4), 4)
+        row_in, chunk0, count, ctx = B.scalar_load(cta_info, Int32(gpu.block_idx.x) * Int32(4), 4)
+        # A slot naming no row of the launch does nothing (its loads read row 0, none is stored).
+        row_ok = (row_in >= Int32(0)) & (row_in < rows)
+        row = row_ok.select(row_in, Int32(0))
         b = row // next_n
         # The row sees tokens t < ctx - (next_n - 1 - n); the output row ends at max_seq_len. Clipping the
         # limit here bounds the chunks computed, the pages read and the stores (hot-loop predicate unchanged).
         span = arith.min(ctx, max_seq_len)
         limit = arith.min(ctx - (next_n - Int32(1) - (row - b * next_n)), max_seq_len)
         vis_chunks = (arith.max(limit, Int32(0)) + Int32(BK - 1)) // Int32(BK)
-        n_chunks = arith.max(arith.min(chunk0 + count, vis_chunks) - chunk0, Int32(0))
-        seq_pages = (arith.max(span, Int32(1)) + Int32(P - 1)) // Int32(P)
+        n_chunks = row_ok.select(arith.max(arith.min(chunk0 + count, vis_chunks) - chunk0, Int32(0)), Int32(0))
+        seq_pages = arith.min((arith.max(span, Int32(1)) + Int32(P - 1)) // Int32(P), bt_width)
         lds = B.lds_alloc(g.lds_bytes)
 
         # Q fragments, Q scale dwords and weights live in registers for the CTA's lifetime.
@@ -104,8 +109,13 @@ def _staged_kernel(g: Staged, name: str):
             w2, w3 = B.bf16x2_to_f32(pair[1])
             wf.append([w0, w1, w2, w3])
 
-        bt_rs = B.buffer_rsrc(block_tables, Int64(b) * Int64(stride_bt) * Int64(4), seq_pages * Int32(4))
-        out_rs = B.buffer_rsrc(out, Int64(row) * stride_out * Int64(4))
+        bt_rs = B.buffer_rsrc(block_tables, Int64(b) * Int64(stride_bt) * Int64(4),
+                              arith.max(seq_pages, Int32(0)) * Int32(4))
+        out_rs = B.buffer_rsrc(out, Int64(row) * stride_out * Int64(4), Int64(max_seq_len) * Int64(4))
+
+        def page_ok(page, logical):
+            """Page `logical` of the sequence exists: a table column and an entry naming a page of kv_cache."""
+            return ((logical >= Int32(0)) & (logical < bt_width) & (page >= Int32(0))) & (page < num_pages)
 
         def table(c):
             """Lane k < NP holds the page id of page k of chunk c (clamped to the sequence's pages)."""
@@ -128,7 +138,8 @@ def _staged_kernel(g: Staged, name: str):
                 within = wave * Int32(span) - first * Int32(page_bytes)   # nonzero only if n_pages == 1
                 for k in range_constexpr(n_pages):
                     page = Int32(B.readlane(tbl, first + Int32(k)))
-                    rs = B.buffer_rsrc(src, Int64(page) * stride, live.select(Int32(page_bytes), Int32(0)))
+                    ok = live & (page >= Int32(0)) & (page < num_pages)
+                    rs = B.buffer_rsrc(src, Int64(page) * stride, ok.select(Int32(page_bytes), Int32(0)))
                     for i in range_constexpr(min(n_loads, per_page)):
                         voff = within + Int32(i * step) + lane * Int32(step // 64)
                         regs.append(B.buffer_load(rs, voff, step // 256))
@@ -146,6 +157,13 @@ def _staged_kernel(g: Staged, name: str):
             for u in range_constexpr(QPW):
                 quad = wave + Int32(u * W)
                 j = quad // Int32(P // QUAD)
+                # tokens of a page the table does not name (past its width, or an entry outside
+                # kv_cache) score -inf; their staged bytes are zeros. The entry is re-read as a scalar
+                # (SMEM, no VGPR) from the same bounded table row the chunk's loads used.
+                lp = (chunk0 + c) * Int32(NP) + j
+                entry = B.scalar_load(block_tables, arith.max(arith.min(lp, seq_pages - Int32(1)), Int32(0)), 1,
+                                      Int64(b) * Int64(stride_bt) * Int64(4), arith.max(seq_pages, Int32(0)) * Int32(4))[0]
+                valid = page_ok(entry, lp)
                 x = (quad - j * Int32(P // QUAD)) * Int32(16) + r              # 16h + r
                 ks = [B.lds_load(lds, Int32(SC_BASE) + j * Int32(PS) + Int32(kt * 4 * P) + grp * Int32(P)
                                  + x * Int32(4), 1) for kt in range_constexpr(KT)]
@@ -167,7 +185,8 @@ def _staged_kernel(g: Staged, name: str):
                     s = B.lane_xor_add_f32(s, lane, 32)
                     tok = base_tok + j * Int32(P) + slot
                     if (grp == Int32(0)) & (tok < limit):
-                        B.buffer_store(s * weight_scale, out_rs, tok * Int32(4))
+                        B.buffer_store(valid.select(s * weight_scale, fx.Float32(float("-inf"))), out_rs,
+                                       tok * Int32(4))
 
         tbl0 = table(Int32(0))
         init = fetch(Int32(0), tbl0) + [table(Int32(1))]
@@ -192,9 +211,10 @@ def _staged_launcher(g: Staged, name: str):
     def launch(out: fx.Pointer, q: fx.Pointer, q_scale: fx.Pointer, kv_cache: fx.Pointer,
                kv_scale: fx.Pointer, block_tables: fx.Pointer, weights: fx.Pointer, cta_info: fx.Pointer,
                next_n: Int32, max_seq_len: Int32, stride_out: Int64, stride_kv: Int64, stride_ks: Int64,
-               stride_bt: Int32, weight_scale: fx.Float32, stream: fx.Stream = fx.Stream(None)):
+               stride_bt: Int32, weight_scale: fx.Float32, rows: Int32, num_pages: Int32, bt_width: Int32,
+               stream: fx.Stream = fx.Stream(None)):
         kern(out, q, q_scale, kv_cache, kv_scale, block_tables, weights, cta_info, next_n, max_seq_len,
-             stride_out, stride_kv, stride_ks, stride_bt, weight_scale).launch(
+             stride_out, stride_kv, stride_ks, stride_bt, weight_scale, rows, num_pages, bt_width).launch(
             grid=(1, 1, 1), block=(threads, 1, 1), stream=stream)
 
     return launch

@@ -110,7 +110,8 @@ def staged_plan(s: Shapes, block_k: int, num_warps: int, *, out, q_fp4, q_scale,
         "block_tables": block_tables, "weights": weights, "cta_info": cta_info,
         "next_n": s.next_n, "max_seq_len": out.shape[1], "stride_out": out.stride(0),
         "stride_kv": kv_cache.stride(0), "stride_ks": kv_scale.stride(0), "stride_bt": block_tables.stride(0),
-        "weight_scale": weight_scale,
+        "weight_scale": weight_scale, "rows": out.shape[0], "num_pages": kv_cache.shape[0],
+        "bt_width": block_tables.shape[1],
     }
     return _family().launch_plan(params, (total_ctas, 1, 1), args)
 
@@ -146,7 +147,7 @@ def direct_plan(s: Shapes, max_seq_len: int, *, out, q_fp4, q_scale, kv_cache, k
         "block_tables": block_tables, "weights": weights, "context_lens": context_lens,
         "next_n": s.next_n, "max_seq_len": max_seq_len, "stride_out": out.stride(0),
         "stride_kv": kv_cache.stride(0), "stride_ks": kv_scale.stride(0), "stride_bt": block_tables.stride(0),
-        "weight_scale": weight_scale,
+        "weight_scale": weight_scale, "num_pages": kv_cache.shape[0], "bt_width": block_tables.shape[1],
     }
     return _family().launch_plan(params, (-(-max_seq_len // tile), s.batch, 1), args)
 

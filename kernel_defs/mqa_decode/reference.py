@@ -1,10 +1,11 @@
 """Torch reference of FP4 paged MQA logits decode (docs/families/mqa_decode.md#operation), from the formula.
 
-Row b*next_n + n sees logical tokens t <= ctx_b - next_n + n; every other cell up to max_seq_len is -inf.
+Row b*next_n + n sees logical tokens t <= ctx_b - next_n + n; every other cell up to max_seq_len is -inf,
+and so is a visible token whose page is invalid (past the table's width or an entry outside kv_cache).
 """
 import torch
 
-from ..mqa_common.layouts import dequant_q, gather_tokens
+from ..mqa_common.layouts import dequant_q, gather_tokens, valid_tokens
 from ..mqa_common.reference import weighted_relu_logits
 
 
@@ -29,5 +30,7 @@ def pa_mqa_logits_reference(q_fp4, q_scale, kv_cache, kv_scale, block_tables, we
             continue
         k = gather_tokens(kv_cache, kv_scale, block_tables[b], n_tok)
         rows = slice(b * next_n, (b + 1) * next_n)
-        out[rows, :n_tok] = weighted_relu_logits(q[b], k, weights[rows], weight_scale)
+        logits = weighted_relu_logits(q[b], k, weights[rows], weight_scale)
+        ok = valid_tokens(block_tables[b], n_tok, kv_cache.shape[3], kv_cache.shape[0])
+        out[rows, :n_tok] = logits.masked_fill(~ok, float("-inf"))
     return out.masked_fill(~mask, float("-inf"))

@@ -15,11 +15,15 @@ from . import plan
 from .geometry import DIRECT_HEADS, DIRECT_MIN_WAVES_PER_SIMD, DIRECT_WAVES, Direct, Staged
 
 
-_STAGED_ABI = kernel_abi("void* out, void* q, void* q_scale, void* kv_cache, void* kv_scale, void* block_tables, "
-                         "void* weights, void* cta_info, int32_t next_n, int32_t max_seq_len, int64_t stride_out, "
-                         "int64_t stride_kv, int64_t stride_ks, int32_t stride_bt, float weight_scale")
+_COMMON = ("void* out, void* q, void* q_scale, void* kv_cache, void* kv_scale, void* block_tables, void* weights, "
+           "void* cta_info, int32_t next_n, int32_t max_seq_len, int64_t stride_out, int64_t stride_kv, "
+           "int64_t stride_ks, int32_t stride_bt, float weight_scale")
+# num_pages and bt_width bound every page the kernels read (docs/safety.md); the staged kernel also
+# bounds the output rows a schedule entry may name.
+_STAGED_ABI = kernel_abi(_COMMON + ", int32_t rows, int32_t num_pages, int32_t bt_width")
 # The direct kernel needs no schedule: each CTA reads its batch's context length.
-_DIRECT_ABI = tuple(("context_lens", t) if n == "cta_info" else (n, t) for n, t in _STAGED_ABI)
+_DIRECT_ABI = tuple(("context_lens", t) if n == "cta_info" else (n, t)
+                    for n, t in kernel_abi(_COMMON + ", int32_t num_pages, int32_t bt_width"))
 
 
 def _specs():

@@ -21,7 +21,10 @@ Design decisions (docs/families/mqa_prefill.md#decisions):
   over a fixed number of schedule slots (schedule.py). cta_info is int32 [slots, 8]:
   (first_row, n_rows, batch, chunk_start, chunk_count, last_page, 0, 0); chunk_count 0 = idle slot.
   Pages are read only up to `last_page` (the union window's last page, further clamped to the block
-  table width), so table entries past a sequence's end are never dereferenced.
+  table width), so table entries past a sequence's end are never dereferenced. A logical page past
+  the table width, or whose entry is not a page of kv_cache, is never read and its tokens score -inf
+  (the decode contract, docs/safety.md); cta_info is untrusted (rows and batches outside the launch
+  are masked).
 - D=128 and D=256 are both built (D=256 stages 34,816 bytes per chunk).
 - P=128: the chunk stays 256 tokens (two pages), so the staged bytes are the same as at P=64. KV scale
   slots follow kv_scale_slot of mqa_common.layouts, s(o) = (o % (P/4))*4 + o // (P/4).
@@ -29,7 +32,7 @@ Design decisions (docs/families/mqa_prefill.md#decisions):
 - The benchmark reads B x Q x KV as Q tail-causal rows per sequence over a KV of KV tokens (the
   varqlen rule); see benchmarks/mqa_prefill.py.
 Padding heads (H % 32 == 16) load a real Q row and their accumulator rows are never read. ReLU is
-v_max_f32 with no NaN quieting: an E8M0 0xFF (NaN) scale is not propagated the way the reference does.
+NaN-propagating: an E8M0 0xFF (NaN) scale makes the logits it reaches NaN, as in the reference.
 """
 import flydsl.compiler as flyc
 import flydsl.expr as fx
@@ -48,9 +51,10 @@ def _global(ptr, elem):
     return fx.recast_iter(fx.PointerType.get(elem, fx.AddressSpace.Global, 4), ptr)
 
 
-def _sload(ptr_i32, index, count=1):
-    """Wave-uniform int32 load(s) from global int32 memory through SMEM (s_buffer_load)."""
-    return rocdl.s_buffer_load(rocdl.make_buffer_ptr(ptr_i32), index, count=count)
+def _sload(ptr_i32, index, count=1, num_records=None):
+    """Wave-uniform int32 load(s) from global int32 memory through SMEM (s_buffer_load); dwords at or
+    past `num_records` bytes read 0."""
+    return rocdl.s_buffer_load(rocdl.make_buffer_ptr(ptr_i32, num_records_bytes=num_records), index, count=count)
 
 
 def _mfma32(acc, a, b, scale_a, opsel_a, scale_b, opsel_b):
@@ -62,8 +66,8 @@ def _mfma32(acc, a, b, scale_a, opsel_a, scale_b, opsel_b):
 
 
 def _relu(x):
-    # nnan: without it IEEE-mode maxnum quiets every input first (one extra v_max per element)
-    return fx.maxnumf(x, Vector.filled(16, 0.0, fx.Float32), fastmath=ir.Attribute.parse("#arith.fastmath<nnan>"))
+    # NaN-propagating (an E8M0 0xFF scale makes its logits NaN, as in the other families)
+    return fx.maximumf(x, Vector.filled(16, 0.0, fx.Float32))
 
 
 def _live_rows(g: Geometry, m: int) -> int:
@@ -122,38 +126,66 @@ def _load_weights(g: Geometry, w8, row, stride_w, half):
 
 # ------------------------------------------------------------------------------------------ KV staging
 
-def _load_chunk(g: Geometry, kv8, kvs8, bt32, chunk, last_page, stride_kv, stride_kvs, tid, wave):
-    """Global loads of one chunk (all pages' values and scales) into this thread's staging registers."""
+def _below(x, n):
+    """0 <= x < n (n >= 0) as one unsigned compare."""
+    return fx.Uint32(x) < fx.Uint32(n)
+
+
+def _table_page(table, lp):
+    """(entry, ok) of logical page lp of the CTA's block-table row.
+
+    table = (row pointer, cap, width, batch_ok, num_pages), plain IR values (it is loop state): the entry
+    is read at lp clamped to [0, cap] through a resource bounded by the width; ok says lp is a column
+    of the table whose entry names a page of kv_cache. A page that is not ok is never read and its
+    tokens score -inf."""
+    bt32, cap, width, batch_ok, num_pages = table
+    entry = Int32(_sload(bt32, fx.max(fx.min(lp, cap), Int32(0)), num_records=width * Int32(4)))
+    ok = (batch_ok & _below(lp, width)) & _below(entry, num_pages)
+    return entry, ok
+
+
+def _load_chunk(g: Geometry, kv8, kvs8, table, chunk, stride_kv, stride_kvs, tid, wave):
+    """Global loads of one chunk (all pages' values and scales) into this thread's staging registers,
+    followed by the chunk's page-validity bits."""
     npg = g.pages_per_chunk
     pieces_per_page = g.page_value_bytes // 16
     dwords_per_page = g.page_scale_bytes // 4
     first = chunk * Int32(npg)
-    pages = [Int32(_sload(bt32, fx.min(first + Int32(j), last_page))) for j in range_constexpr(npg)]
+    pages, oks = [], []
+    for j in range_constexpr(npg):
+        entry, ok = _table_page(table, first + Int32(j))
+        pages.append(entry)
+        oks.append(ok)
     regs = []
     for i in range_constexpr(g.value_pieces_per_thread):
         j, off = divmod(i * THREADS, pieces_per_page)
-        rsrc = B.buffer_rsrc(kv8, Int64(pages[j]) * Int64(stride_kv))
+        rsrc = B.buffer_rsrc(kv8, Int64(pages[j]) * Int64(stride_kv),
+                             oks[j].select(Int32(g.page_value_bytes), Int32(0)))
         regs.append(Vector(B.buffer_load(rsrc, tid * Int32(16) + Int32(off * 16), 4)))
     for i in range_constexpr(g.scale_dwords_per_thread):
         if dwords_per_page >= THREADS:
             j, off = divmod(i * THREADS, dwords_per_page)
-            page = pages[j]
+            page, ok = pages[j], oks[j]
             voff = tid * Int32(4) + Int32(off * 4)
         else:   # a page's scales span fewer than 256 dwords: the page index varies per wave
             waves_per_page = dwords_per_page // WAVE_SIZE
             jw = Int32(i * THREADS // dwords_per_page) + wave // Int32(waves_per_page)
-            page = pages[0]
+            page, ok = pages[0], oks[0]
             for j in range_constexpr(1, npg):
                 page = (jw == Int32(j)).select(pages[j], page)
+                ok = (jw == Int32(j)).select(oks[j], ok)
             voff = (tid % Int32(dwords_per_page)) * Int32(4)
-        rsrc = B.buffer_rsrc(kvs8, Int64(page) * Int64(stride_kvs))
+        rsrc = B.buffer_rsrc(kvs8, Int64(page) * Int64(stride_kvs), ok.select(Int32(g.page_scale_bytes), Int32(0)))
         regs.append(Int32(B.buffer_load(rsrc, voff, 1)))
-    return regs
+    valid = Int32(0)                      # bit j: page j of the chunk is valid (travels with the chunk)
+    for j in range_constexpr(npg):
+        valid = valid | oks[j].select(Int32(1 << j), Int32(0))
+    return regs + [valid]
 
 
 def _zero_regs(g: Geometry):
     return ([Vector.filled(4, 0, Int32) for _ in range_constexpr(g.value_pieces_per_thread)]
-            + [Int32(0) for _ in range_constexpr(g.scale_dwords_per_thread)])
+            + [Int32(0) for _ in range_constexpr(g.scale_dwords_per_thread)] + [Int32(0)])
 
 
 def _stage_chunk(g: Geometry, lds, regs, tid):
@@ -220,7 +252,7 @@ def launcher(params: dict):
                     local_starts: fx.Pointer, local_ends: fx.Pointer, cta_info: fx.Pointer,
                     stride_out: Int32, stride_q: Int32, stride_qs: Int32, stride_w: Int32,
                     stride_kv_page: Int32, stride_kvs_page: Int32, stride_bt: Int32, bt_width: Int32,
-                    max_seq_len: Int32, weight_scale: fx.Float32):
+                    max_seq_len: Int32, weight_scale: fx.Float32, rows: Int32, bt_rows: Int32, num_pages: Int32):
         tid = Int32(gpu.thread_idx.x)
         lane = tid & Int32(WAVE_SIZE - 1)
         wave = Int32(B.readfirstlane(B.ir_of(tid >> Int32(6))))
@@ -233,12 +265,15 @@ def launcher(params: dict):
         first_row, n_rows, batch, chunk_start = info[0], info[1], info[2], info[3]
         chunk_count, last_page = more[0], more[1]
         if chunk_count > Int32(0):
-            active = wave < n_rows
-            row = first_row + fx.min(wave, n_rows - Int32(1))
+            # cta_info fields are not trusted: a row outside the launch stores nothing (its loads
+            # read row 0), a batch outside block_tables makes every page invalid
+            row_in = first_row + fx.min(wave, n_rows - Int32(1))
+            active = (wave < n_rows) & _below(row_in, rows)
+            row = active.select(row_in, Int32(0))
             ls_raw = Int32(_sload(_global(local_starts, T.i32), row))
             le_raw = Int32(_sload(_global(local_ends, T.i32), row))
             win_lo = active.select(fx.max(ls_raw, Int32(0)), Int32(0))
-            win_hi = active.select(fx.min(le_raw, max_seq_len), Int32(0))
+            win_hi = active.select(fx.max(fx.min(le_raw, max_seq_len), Int32(0)), Int32(0))
             out_rsrc = B.buffer_rsrc(_global(out, T.i8), Int64(row) * Int64(stride_out) * Int64(4),
                                      num_records=Int64(win_hi) * Int64(4))
             out_lo = win_hi * Int32(4)                    # offset that the buffer bound drops
@@ -249,32 +284,36 @@ def launcher(params: dict):
 
             kv8 = _global(kv_cache, T.i8)
             kvs8 = _global(kv_scale, T.i8)
-            bt32 = fx.add_offset(_global(block_tables, T.i32), Int64(batch) * Int64(stride_bt))
-            page_cap = fx.min(last_page, bt_width - Int32(1))
+            batch_ok = _below(batch, bt_rows)
+            bt32 = fx.add_offset(_global(block_tables, T.i32),
+                                 Int64(batch_ok.select(batch, Int32(0))) * Int64(stride_bt))
+            table = (bt32, fx.min(last_page, bt_width - Int32(1)), bt_width, batch_ok, num_pages)
             lds = B.lds_alloc(g.lds_bytes)
             lane_v = half * Int32(16 * g.page_size) + l32 * Int32(16)
             lane_s = half * Int32(g.page_size) + (l32 % Int32(g.page_size // 4)) * Int32(4)
             shift_s = (l32 >> Int32(4)) * Int32(8) if g.page_size == 64 else None
 
-            regs = _load_chunk(g, kv8, kvs8, bt32, chunk_start, page_cap, stride_kv_page,
-                               stride_kvs_page, tid, wave)
+            regs = _load_chunk(g, kv8, kvs8, table, chunk_start, stride_kv_page, stride_kvs_page, tid, wave)
             for c in range(Int32(0), chunk_count, Int32(1), unroll=1):
                 gpu.barrier()                             # every wave is done reading the previous chunk
                 _stage_chunk(g, lds, regs, tid)
+                valid = regs[-1]
                 gpu.barrier()
                 tok0 = (chunk_start + c) * Int32(CHUNK_TOKENS)
                 for j in range_constexpr(npg):
                     if j == npg - 1:                      # prefetch under the last page's MFMAs
                         if c + Int32(1) < chunk_count:
-                            regs = _load_chunk(g, kv8, kvs8, bt32, chunk_start + c + Int32(1), page_cap,
+                            regs = _load_chunk(g, kv8, kvs8, table, chunk_start + c + Int32(1),
                                                stride_kv_page, stride_kvs_page, tid, wave)
                         else:                             # keeps the staged registers dead after the LDS write
                             regs = _zero_regs(g)
                     page0 = tok0 + Int32(j * g.page_size)
                     if (page0 < win_hi) & (page0 + Int32(g.page_size) > win_lo):
+                        ok = (valid & Int32(1 << j)) != Int32(0)
                         sums = _page_logits(g, lds, j, qa, qs, w, lane_v, lane_s, shift_s)
                         for pr in range_constexpr(g.tiles_per_page // 2):
                             val = _fold_pair(sums[2 * pr], sums[2 * pr + 1], lane, half) * weight_scale
+                            val = ok.select(val, fx.Float32(float("-inf")))
                             tok = page0 + Int32(64 * pr) + lane
                             B.buffer_store(val, out_rsrc, (tok >= win_lo).select(tok * Int32(4), out_lo))
 
@@ -284,10 +323,11 @@ def launcher(params: dict):
                local_starts: fx.Pointer, local_ends: fx.Pointer, cta_info: fx.Pointer,
                stride_out: Int32, stride_q: Int32, stride_qs: Int32, stride_w: Int32,
                stride_kv_page: Int32, stride_kvs_page: Int32, stride_bt: Int32, bt_width: Int32,
-               max_seq_len: Int32, weight_scale: fx.Float32, stream: fx.Stream = fx.Stream(None)):
+               max_seq_len: Int32, weight_scale: fx.Float32, rows: Int32, bt_rows: Int32, num_pages: Int32,
+               stream: fx.Stream = fx.Stream(None)):
         mqa_prefill(out, q, q_scale, kv_cache, kv_scale, block_tables, weights, local_starts, local_ends,
                     cta_info, stride_out, stride_q, stride_qs, stride_w, stride_kv_page, stride_kvs_page,
-                    stride_bt, bt_width, max_seq_len, weight_scale).launch(
+                    stride_bt, bt_width, max_seq_len, weight_scale, rows, bt_rows, num_pages).launch(
             grid=(1, 1, 1), block=(THREADS, 1, 1), stream=stream)
 
     return launch

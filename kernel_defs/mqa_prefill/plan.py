@@ -97,6 +97,7 @@ def make_plan(params: dict, *, q_fp4, q_scale, kv_cache, kv_scale, block_tables,
         "stride_kvs_page": kv_scale.stride(0), "stride_bt": block_tables.stride(0),
         "bt_width": block_tables.shape[1], "max_seq_len": max_seq_len,
         "weight_scale": V.check_float("weight_scale", weight_scale),
+        "rows": q_fp4.shape[0], "bt_rows": block_tables.shape[0], "num_pages": kv_cache.shape[0],
     }
     return _family().launch_plan(dict(params), (cta_info.shape[0], 1, 1), args)
 

@@ -2,6 +2,8 @@
 
 L[r, t] = weight_scale * sum_h w[r, h] * relu(Qd[r, h, :] . Kd[rb[r], t, :])   for ls[r] <= t < le[r]
 L[r, t] = -inf                                                                 elsewhere, t < max_seq_len
+A window token whose page is invalid (past the table's width, an entry outside kv_cache, or a row whose
+batch is not a row of block_tables) is -inf too.
 Columns are sequence-local token indices of the row's own batch. Written from the formula with the
 shared dequantizers of mqa_common (independent of the kernel and of schedule.py).
 """
@@ -37,8 +39,14 @@ def prefill_logits(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, ro
         n_tok = int(ends[sel].max())
         if n_tok == 0:
             continue
-        keys = layouts.gather_tokens(kv_cache.cpu(), kv_scale.cpu(), block_tables.cpu()[b], n_tok)
+        if 0 <= b < block_tables.shape[0]:
+            row = block_tables.cpu()[b]
+        else:                                     # no table row: every page is invalid
+            row = torch.zeros(0, dtype=torch.int32)
+        keys = layouts.gather_tokens(kv_cache.cpu(), kv_scale.cpu(), row, n_tok)
         logits = weighted_relu_logits(qd[sel], keys, weights.cpu()[sel], weight_scale)
+        ok = layouts.valid_tokens(row, n_tok, kv_cache.shape[3], kv_cache.shape[0])
+        logits = logits.masked_fill(~ok, float("-inf"))
         cells = mask[sel, :n_tok]
         block = out[sel, :n_tok]
         block[cells] = logits[cells]

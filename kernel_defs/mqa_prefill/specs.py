@@ -13,7 +13,7 @@ ABI = kernel_abi("void* out, void* q, void* q_scale, void* kv_cache, void* kv_sc
                  "void* weights, void* local_starts, void* local_ends, void* cta_info, int32_t stride_out, "
                  "int32_t stride_q, int32_t stride_qs, int32_t stride_w, int32_t stride_kv_page, "
                  "int32_t stride_kvs_page, int32_t stride_bt, int32_t bt_width, int32_t max_seq_len, "
-                 "float weight_scale")
+                 "float weight_scale, int32_t rows, int32_t bt_rows, int32_t num_pages")
 BUDGET_SPEC = {"heads": 64, "head_dim": 128, "page_size": 64}
 BUDGET_MAX_VGPR = 126
 
