@@ -26,7 +26,10 @@ def _device_info() -> dict:
 
     from . import drivers
     if not torch.cuda.is_available():
-        target = drivers.get("emu").target(-1)
+        try:
+            target = drivers.get("emu").target(-1)
+        except ImportError as e:     # no numpy: say so, the report is still wanted
+            return {"driver": "emu", "device": f"cpu (emulator unavailable: {e})", "target": None}
         return {"driver": "emu", "device": f"cpu ({target} emulator)", "target": target}
     name = drivers.name_for(0, os.environ.get("FLYAOT_DEVICE", ""))
     info = {"driver": name, "device": torch.cuda.get_device_name(0), "count": torch.cuda.device_count()}
