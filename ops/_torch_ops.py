@@ -7,6 +7,8 @@ FakeTensorMode, FlopCounterMode...) is active. Each registered op's implementati
 function again: by then every mode has been popped (torch does so while running the kernel) and
 nothing is tracing, so that call takes the eager path.
 """
+import contextlib
+
 import torch
 
 # Bound once: an eager call pays these two calls (~0.1-0.2 us) and never enters the dispatcher.
@@ -29,3 +31,14 @@ def call_registered(op: str, args: tuple, out, stream):
 def no_output(*args, **kwargs) -> None:
     """Fake of every `out=` variant: it only mutates `out`, so there is no metadata to compute."""
     return None
+
+
+_NO_STREAM = contextlib.nullcontext()
+
+
+def on_stream(stream):
+    """Makes a torch `stream` current for an op's own torch work (schedule, -inf fill) so that it is
+    ordered before the kernel launched on that stream; nothing to do for None or a raw handle."""
+    if stream is None or isinstance(stream, int):
+        return _NO_STREAM
+    return torch.cuda.stream(stream)
