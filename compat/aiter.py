@@ -30,6 +30,7 @@ from ..kernel_defs.validate import check_int as _check_int
 from ..kernel_defs.validate import check_tensor as _check_tensor
 from ..ops._torch_ops import dispatch_modes as _dispatch_modes
 from ..ops._torch_ops import is_compiling as _is_compiling
+from ..ops._torch_ops import on_stream as _on_stream
 
 __all__ = ["CTA_INFO_WIDTH", "DenseGemmConfig", "PreshuffledA16WFP4Weight", "a16wfp4_config_legal",
            "a16wfp4_shape_supported", "compute_prefill_schedule", "compute_varctx_schedule",
@@ -224,9 +225,10 @@ def flydsl_gemm_a16wfp4(a, prepared_weight, *, out=None, stream=None, config=Non
     if _is_compiling() or _dispatch_modes():
         raise TypeError("flydsl_gemm_a16wfp4: config= is eager only; under torch.compile the op picks the tile")
     params = _configs.from_tile(w.n, w.k, config.block_m, config.tile_n, config.tile_k, config.k_wave)
-    if out is None:
-        _gemm_plan.check_x(a, w.k)
-        out = torch.empty((a.shape[0], w.n), dtype=torch.bfloat16, device=a.device)
-    _runtime.launch(_gemm_plan.plan(a, native, out, params=params), stream=stream)
+    with _on_stream(stream):
+        if out is None:
+            _gemm_plan.check_x(a, w.k)
+            out = torch.empty((a.shape[0], w.n), dtype=torch.bfloat16, device=a.device)
+        _runtime.launch(_gemm_plan.plan(a, native, out, params=params), stream=stream)
     return out
 
