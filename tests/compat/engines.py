@@ -39,3 +39,21 @@ def row_table(local_ends, block_k, slots, max_seq_len):
             table.append([r, r, start, min(safe, c - start), 0, le[r]])
     table = table[:slots] + [[0, 0, 0, 1, 0, 0]] * (slots - len(table))
     return torch.tensor(table, dtype=torch.int32)
+
+
+def varctx_table(context_lens, block_k, units, max_seq_len, next_n):
+    """Upstream's decode schedule as its builder writes it: chunks = ceil(ctx / block_k) over the whole
+    context (not clipped to max_seq_len), the smallest run length s in [1, ceil(max_seq_len / block_k)]
+    with next_n * sum ceil(chunks / s) <= units (else the longest chunk count), runs in batch order, each
+    run on next_n consecutive slots (row b * next_n + n, start, count, ctx); idle slots (0, 0, 1, 0)."""
+    ctx = [int(c) for c in context_lens]
+    chunks = [-(-c // block_k) for c in ctx]
+    s_max = max(1, -(-max_seq_len // block_k))
+    fits = [s for s in range(1, s_max + 1) if next_n * sum(-(-c // s) for c in chunks) <= units]
+    safe = fits[0] if fits else max(max(chunks), 1)
+    table = []
+    for b, c in enumerate(chunks):
+        for start in range(0, c, safe):
+            table += [[b * next_n + n, start, min(safe, c - start), ctx[b]] for n in range(next_n)]
+    table = table[:units] + [[0, 0, 1, 0]] * (units - len(table))
+    return torch.tensor(table, dtype=torch.int32)

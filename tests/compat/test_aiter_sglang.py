@@ -2,7 +2,7 @@
 references: eager decode, graph-pinned decode (a reused cta_info_out buffer, a caller-filled out),
 eager prefill, and prefill with a 6-int table built the way SGLang builds it."""
 import torch
-from engines import PAGE, indexer_problem, row_table
+from engines import PAGE, indexer_problem, row_table, varctx_table
 
 from flyaot import runtime
 from flyaot.compat import aiter
@@ -67,6 +67,27 @@ def test_sglang_graph_pinned_decode_reuses_its_buffers(monkeypatch):
         assert passes(m), m
 
 
+def test_decode_table_built_by_upstream_semantics():
+    """A table as upstream's builder writes it (chunks over the whole context, even past max_seq_len;
+    next_n = 2) is served as is; the caller-filled out keeps its fill outside the visible cells."""
+    from flyaot.kernel_defs.mqa_common import layouts
+    g = torch.Generator().manual_seed(6)
+    lens, next_n, msl, units = [700, 3, 260], 2, 512, 12
+    kv = layouts.make_paged_kv([min(c, msl) for c in lens], 128, PAGE, g)
+    q, qs = layouts.make_q((3, next_n), 64, 128, g)
+    w = (torch.randn(3 * next_n, 64, generator=g) * 0.5).to(torch.bfloat16)
+    ctx = torch.tensor(lens, dtype=torch.int32)
+    table = varctx_table(lens, 256, units, msl, next_n)
+    out = torch.full((3 * next_n, msl), 7.0)
+    aiter.flydsl_pa_mqa_logits_fp4(q, qs, kv.kv_cache, kv.kv_scale, kv.block_tables, w, ctx, msl, next_n=next_n,
+                                   cta_info=table, total_ctas=units, out=out, **COMMON)
+    ref = pa_mqa_logits_reference(q, qs, kv.kv_cache, kv.kv_scale, kv.block_tables, w, ctx, msl, next_n=next_n)
+    vis = visible_mask(ctx, next_n, msl)
+    assert (out[~vis] == 7.0).all()
+    m = compare(out.masked_fill(~vis, float("-inf")), ref, vis)
+    assert passes(m), m
+
+
 def _prefill_args(p):
     return (p["q"], p["qs"], p["kv"], p["ks"], p["table"], p["w"])
 
@@ -102,7 +123,8 @@ def test_sglang_prefill_with_its_own_6_int_table():
     assert info is buf and n == units and int(safe) == 2 and torch.equal(buf, table)
     ref, vis = _prefill_ref(p, rb, ls, le, msl, 1.0)
     out = torch.full((t, msl), 7.0)
-    got = aiter.flydsl_pa_mqa_logits_fp4_prefill(*_prefill_args(p), rb, ls, le, msl, cta_info=table, n_ctas=units,
+    pooled = torch.cat([table, torch.full((3, aiter.CTA_INFO_WIDTH), -1, dtype=torch.int32)])   # a larger buffer
+    got = aiter.flydsl_pa_mqa_logits_fp4_prefill(*_prefill_args(p), rb, ls, le, msl, cta_info=pooled, n_ctas=units,
                                                  out=out, **COMMON)
     assert got is out and (out[~vis] == 7.0).all()
     m = compare(out.masked_fill(~vis, float("-inf")), ref, vis)
