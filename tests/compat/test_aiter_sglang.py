@@ -145,3 +145,23 @@ def test_6_int_table_with_128_token_chunks_and_unequal_windows():
     ref, vis = _prefill_ref(p, rb, ls, le, msl, 1.0)
     m = compare(out, ref, vis)
     assert passes(m), m
+
+
+def test_varqlen_with_pooled_window_buffers():
+    """MTP-style variable qlen: windows refilled into pooled buffers longer than total_q (upstream's
+    contract: at least total_q entries), then the varqlen op with windows= and with cu_seq_q."""
+    p, _ = indexer_problem(7, [200, 200, 200, 200])
+    msl = p["table"].shape[1] * PAGE
+    cu = torch.tensor([0, 1, 3, 4, 4], dtype=torch.int32)              # qlens 1, 2, 1, 0 over 4 rows
+    lens = torch.tensor([150, 200, 90, 10], dtype=torch.int32)
+    pooled = tuple(torch.full((7,), -5, dtype=torch.int32) for _ in range(3))
+    got = aiter.compute_varqlen_windows(cu, lens, 4, out=pooled)
+    assert all(g is b for g, b in zip(got, pooled)) and all((b[4:] == -5).all() for b in pooled)
+    want = R.varqlen_windows(cu, lens, 4)
+    assert all(torch.equal(g[:4], w) for g, w in zip(got, want))
+    windows = tuple(b[:4] for b in pooled)
+    ref, vis = _prefill_ref(p, *want, msl, 1.0)
+    for kw in ({"windows": windows}, {"cu_seq_q": cu, "context_lens": lens}):
+        out = aiter.flydsl_pa_mqa_logits_fp4_varqlen(*_prefill_args(p), msl, **kw, **COMMON)
+        m = compare(out, ref, vis)
+        assert passes(m), (kw.keys(), m)
