@@ -99,3 +99,16 @@ def test_config_selects_a_tile_and_illegal_ones_raise():
             aiter.flydsl_gemm_a16wfp4(x, p, config=bad)
     with pytest.raises(TypeError, match="DenseGemmConfig"):
         aiter.flydsl_gemm_a16wfp4(x, p, config=(16, 64, 128, 2, 1))
+
+
+@pytest.mark.slow
+def test_config_outside_the_prebuilt_set_is_jit_compiled(monkeypatch):
+    from flyaot import runtime
+    monkeypatch.delenv("FLYAOT_DISABLE_JIT", raising=False)
+    runtime.reset()
+    n, k = 256, 512
+    w, s = random_weight(n, k, generator=_gen(6))
+    p = aiter.prepare_gemm_a16wfp4_weight(w, s)
+    x = torch.randn(50, k, generator=_gen(7)).to(torch.bfloat16)
+    cfg = aiter.DenseGemmConfig(48, 64, 256, 1, 2)              # a 48-row tile: no prebuilt config has it
+    assert _rel(aiter.flydsl_gemm_a16wfp4(x, p, config=cfg), gemm_reference(x, w, s)) <= 1e-4
