@@ -6,7 +6,7 @@ from setuptools import Extension, setup
 from setuptools.command.build_py import build_py
 
 ROOT = pathlib.Path(__file__).parent
-SUBPACKAGES = ["formats", "store", "kernel_defs", "build_tools", "prebuilt", "runtime", "emu", "ops"]
+SUBPACKAGES = ["formats", "store", "kernel_defs", "build_tools", "prebuilt", "runtime", "emu", "ops", "compat"]
 # Top-level modules of the repository that are not part of the installed package.
 NOT_SHIPPED = {"setup", "conftest"}
 

@@ -2,8 +2,10 @@
 
 Fused path (N % 256 == 0 and K % 256 == 0): the prebuilt kernels read the preshuffled packed weight
 and scales directly; nothing but the output is ever allocated, and nothing at all when `out` is given.
-Other shapes (e.g. 7168 x 4224): a BF16 copy of the weight is decoded once per weight on first use
-(logged once) and served by torch's linear; `fused_only=True` turns that into a ValueError instead.
+Other shapes (e.g. 7168 x 4224): `prepare_mxfp4_weight` raises ValueError, as upstream's prepare does,
+unless the caller opts in with `allow_fallback=True`: then a BF16 copy of the weight is decoded once per
+weight on first use (logged once) and served by torch's linear (`fused_only=True` on the call refuses
+that weight again).
 """
 import logging
 
@@ -15,6 +17,7 @@ from ..kernel_defs.gemm_a16wfp4.layout import PreparedMXFP4Weight
 from ..kernel_defs.gemm_a16wfp4.reference import decode_weight
 from ..kernel_defs.validate import E8M0, FP4X2, check_same_device, check_tensor
 from ._torch_ops import call_registered, custom_op, dispatch_modes as _dispatch_modes, is_compiling as _is_compiling, no_output
+from ._torch_ops import on_stream
 
 log = logging.getLogger(__name__)
 
@@ -23,9 +26,11 @@ def _as_uint8(t):
     return t if t.dtype == torch.uint8 else t.view(torch.uint8)
 
 
-def prepare_mxfp4_weight(w_packed, scales) -> PreparedMXFP4Weight:
+def prepare_mxfp4_weight(w_packed, scales, *, allow_fallback: bool = False) -> PreparedMXFP4Weight:
     """w_packed [N, K/2] (uint8 or float4_e2m1fn_x2), scales [N, K/32] (uint8 or float8_e8m0fnu),
-    natural layout (element 2i in the low nibble, one E8M0 per 32 consecutive K). Run once per weight."""
+    natural layout (element 2i in the low nibble, one E8M0 per 32 consecutive K). Run once per weight.
+    N or K not a multiple of 256: ValueError, or with allow_fallback=True a weight served by the BF16
+    fallback."""
     dims = {}
     check_tensor("w_packed", w_packed, dtype=FP4X2, shape=("N", "K2"), dims=dims)
     n, k = dims["N"], dims["K2"] * 2
@@ -36,6 +41,9 @@ def prepare_mxfp4_weight(w_packed, scales) -> PreparedMXFP4Weight:
     check_same_device(w_packed=w_packed, scales=scales)
     w, s = _as_uint8(w_packed), _as_uint8(scales)
     if not gemm_plan.fused_supported(n, k):
+        if not allow_fallback:
+            raise ValueError(f"w_packed: N={n}, K={k}: the fused kernels need N and K to be multiples of "
+                             f"{gemm_plan.FUSED_ALIGN} (allow_fallback=True serves it from a BF16 copy)")
         return PreparedMXFP4Weight(w, s, n, k, fused=False)
     return PreparedMXFP4Weight(layout.shuffle_weight(w), layout.shuffle_scales(s), n, k, fused=True)
 
@@ -49,11 +57,12 @@ def _fallback_weight(weight: PreparedMXFP4Weight) -> torch.Tensor:
     return weight.bf16_cache
 
 
-def gemm_a16wfp4(x, weight: PreparedMXFP4Weight, out=None, *, fused_only: bool = False):
+def gemm_a16wfp4(x, weight: PreparedMXFP4Weight, out=None, *, fused_only: bool = False, stream=None):
     """out[M, N] (bf16) = x[M, K] (bf16, row stride allowed) @ W^T, W the MXFP4 weight decoded to bf16,
     accumulated in fp32. Returns `out` (allocated when None). `out` must not overlap x, the weight's
     tensors nor itself (row stride >= N); a hand-built PreparedMXFP4Weight must hold tensors of the
     shapes its n and k promise (both checked on every call, from metadata only). M=0 returns [0, N].
+    `stream`: the stream to launch on (default: torch's current stream of x's device).
 
     Under torch.compile (or a dispatch mode) a fused weight runs torch.ops.flyaot.gemm_a16wfp4 (or
     gemm_a16wfp4_out with `out`) on the prepared tensors; the fallback is traced as torch ops."""
@@ -73,15 +82,16 @@ def gemm_a16wfp4(x, weight: PreparedMXFP4Weight, out=None, *, fused_only: bool =
         gemm_plan.check_out(out, x.shape[0], weight.n, x, weight)
         return torch.mm(x, w.t(), out=out)
     if _is_compiling() or _dispatch_modes():
-        return call_registered("gemm_a16wfp4", (x, weight.weight, weight.scales, weight.n, weight.k), out, None)
+        return call_registered("gemm_a16wfp4", (x, weight.weight, weight.scales, weight.n, weight.k), out, stream)
     m = gemm_plan.check_x(x, weight.k)
     if out is None:
-        out = torch.empty((m, weight.n), dtype=torch.bfloat16, device=x.device)
+        with on_stream(stream):
+            out = torch.empty((m, weight.n), dtype=torch.bfloat16, device=x.device)
     elif m == 0:
         gemm_plan.check_out(out, m, weight.n, x, weight)      # (the plan checks it otherwise)
     if m == 0:
         return out
-    runtime.launch(gemm_plan.plan(x, weight, out))
+    runtime.launch(gemm_plan.plan(x, weight, out), stream=stream)
     return out
 
 

@@ -4,11 +4,9 @@ from typing import Optional
 import torch
 
 from .. import runtime
-from ..kernel_defs import checks
 from ..kernel_defs.mqa_decode import plan as P
-from ..kernel_defs.mqa_decode.schedule import build_schedule, default_parallel_units
-from ..kernel_defs.validate import check_no_overlap
-from ._torch_ops import traced_op
+from ..kernel_defs.mqa_decode.schedule import build_schedule
+from ._torch_ops import on_stream, traced_op
 
 
 def _fake(q_fp4, max_seq_len, next_n, **_):
@@ -38,9 +36,14 @@ def pa_mqa_logits_fp4(q_fp4: torch.Tensor, q_scale: torch.Tensor, kv_cache: torc
     An external cta_info keeps the true context length in its ctx field; chunks it lists past
     max_seq_len are skipped.
 
-    Dispatch: with the internal schedule and no block_k / num_warps / parallel_unit_num, D128 with H64 or
-    H128 runs the direct kernel (2-D grid, tile chosen from B and max_seq_len); everything else runs the
-    staged-LDS kernel (block_k / num_warps: None picks its default tile, 256 x 4).
+    Knobs (which kernel runs): block_k=None/256, num_warps=None/4 and parallel_unit_num=None are hints,
+    the values upstream passes by default, and leave the choice to the op: D128 with H64/H128 and
+    next_n <= 8 runs the direct kernel (2-D grid, tile chosen from B and max_seq_len), everything else
+    the staged-LDS kernel with its 256 x 4 tile. Binding: an external schedule (cta_info, total_ctas; its
+    chunks are block_k tokens), an explicit parallel_unit_num (the persistent grid), any other block_k or
+    num_warps, next_n 9..16; these run the staged kernel with that tile (a tile that is not prebuilt is
+    JIT-compiled once; with FLYAOT_DISABLE_JIT=1 that is a MissingSpecError). A num_warps the staged
+    kernel cannot split block_k by runs with the largest wave count below it that it can.
 
     Inputs: context_lens, block_tables and cta_info are int32 (int64 is refused: the kernels read 32-bit
     values, and a conversion would wrap a length of 2**32 + 70 to 70). `out` must not overlap any input
@@ -51,56 +54,15 @@ def pa_mqa_logits_fp4(q_fp4: torch.Tensor, q_scale: torch.Tensor, kv_cache: torc
     Under torch.compile (or a dispatch mode) the call is torch.ops.flyaot.pa_mqa_logits_fp4, or
     pa_mqa_logits_fp4_out with `out`; `stream` must then be None.
     """
-    s = P.check_inputs(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, context_lens, max_seq_len,
-                       next_n, kv_block_size, weight_scale)
-    if (cta_info is None) != (total_ctas is None):
-        raise ValueError("cta_info and total_ctas must be given together or not at all")
-    rows = s.batch * next_n
-    if cta_info is not None:
-        P.check_schedule(cta_info, total_ctas, q_fp4)
-    if out is not None:
-        P.check_out(out, rows, max_seq_len, q_fp4)
-        check_no_overlap("out", out, q_fp4=q_fp4, q_scale=q_scale, kv_cache=kv_cache, kv_scale=kv_scale,
-                         block_tables=block_tables, weights=weights, context_lens=context_lens, cta_info=cta_info)
-    if s.batch == 0:              # no sequence: the empty [0, max_seq_len] result, nothing launched
-        return _prefilled(out, 0, max_seq_len, q_fp4.device)
-    if runtime.runtime().config.check:
-        checks.decode_values(block_tables=block_tables, context_lens=context_lens, num_pages=kv_cache.shape[0],
-                             page_size=s.page_size, max_seq_len=max_seq_len, next_n=next_n, cta_info=cta_info,
-                             total_ctas=total_ctas)
-    if P.takes_direct_path(s, cta_info=cta_info, total_ctas=total_ctas, block_k=block_k, num_warps=num_warps,
-                           parallel_unit_num=parallel_unit_num):
-        out = _prefilled(out, rows, max_seq_len, q_fp4.device)
-        plan = P.direct_plan(s, max_seq_len, out=out, q_fp4=q_fp4, q_scale=q_scale, kv_cache=kv_cache,
-                             kv_scale=kv_scale, block_tables=block_tables, weights=weights,
-                             context_lens=context_lens.contiguous(), weight_scale=float(weight_scale))
-        runtime.launch(plan, stream=stream)
-        return out
-    bk, w = P.staged_tile(block_k, num_warps, s.page_size)
-    external = cta_info is not None
-    if external:
-        if parallel_unit_num is not None:
-            raise ValueError("parallel_unit_num applies to the internal schedule only; it cannot be combined "
-                             "with cta_info")
-        if out is None:
-            out = _prefilled(None, rows, max_seq_len, q_fp4.device)
-    else:
-        total_ctas = (default_parallel_units(s.batch, next_n, max_seq_len, bk) if parallel_unit_num is None
-                      else P.check_int("parallel_unit_num", parallel_unit_num, lo=1))
-        cta_info, _ = build_schedule(context_lens, bk, total_ctas, max_seq_len, next_n)
-        out = _prefilled(out, rows, max_seq_len, q_fp4.device)
-    plan = P.staged_plan(s, bk, w, out=out, q_fp4=q_fp4, q_scale=q_scale, kv_cache=kv_cache,
-                         kv_scale=kv_scale, block_tables=block_tables, weights=weights, cta_info=cta_info,
-                         total_ctas=total_ctas, weight_scale=float(weight_scale))
-    runtime.launch(plan, stream=stream)
+    with on_stream(stream):
+        out, plan = P.plan_call(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, context_lens,
+                                max_seq_len, weight_scale=weight_scale, next_n=next_n, block_k=block_k,
+                                kv_block_size=kv_block_size, num_warps=num_warps,
+                                parallel_unit_num=parallel_unit_num, out=out, cta_info=cta_info,
+                                total_ctas=total_ctas, check_values=runtime.runtime().config.check)
+        if plan is not None:
+            runtime.launch(plan, stream=stream)
     return out
-
-
-def _prefilled(out, rows: int, max_seq_len: int, device):
-    """`out` (or a new [rows, max_seq_len] f32 buffer) filled with -inf: the kernels store visible cells only."""
-    if out is None:
-        return torch.full((rows, max_seq_len), float("-inf"), dtype=torch.float32, device=device)
-    return out.fill_(float("-inf"))
 
 
 # ------------------------------------------------------------------------------- CLI selftest and bench

@@ -14,21 +14,13 @@ from .. import runtime
 from ..kernel_defs import checks
 from ..kernel_defs.mqa_prefill import plan as _plan
 from ..kernel_defs.mqa_prefill import schedule as _schedule
-from ..kernel_defs.mqa_prefill.geometry import CHUNK_TOKENS, CTA_INFO_INTS, WAVES
+from ..kernel_defs.mqa_prefill.geometry import CTA_INFO_INTS
 from ..kernel_defs.validate import check_int, check_no_overlap, check_tensor
 from ._torch_ops import call_registered, custom_op, dispatch_modes as _dispatch_modes, is_compiling as _is_compiling, no_output, traced_op
+from ._torch_ops import on_stream
 
 __all__ = ["pa_mqa_logits_fp4_prefill", "pa_mqa_logits_fp4_varqlen", "compute_prefill_schedule",
            "compute_varqlen_windows"]
-
-
-def _check_knobs(block_k, num_warps, kv_block_size, page_size):
-    if block_k != CHUNK_TOKENS:
-        raise ValueError(f"block_k={block_k!r} is not supported (supported: {CHUNK_TOKENS})")
-    if num_warps != WAVES:
-        raise ValueError(f"num_warps={num_warps!r} is not supported (supported: {WAVES})")
-    if kv_block_size is not None and kv_block_size != page_size:
-        raise ValueError(f"kv_block_size={kv_block_size!r} does not match kv_cache.shape[3]={page_size}")
 
 
 def compute_prefill_schedule(row_to_batch, local_starts, local_ends, *, page_size: int, max_seq_len: int,
@@ -55,6 +47,9 @@ def compute_prefill_schedule(row_to_batch, local_starts, local_ends, *, page_siz
         _plan.check_schedule(cta_info_out, rows, local_ends)
         check_no_overlap("cta_info_out", cta_info_out, row_to_batch=row_to_batch, local_starts=local_starts,
                          local_ends=local_ends)
+        if cta_info_out.shape[1] != CTA_INFO_INTS:
+            raise ValueError(f"cta_info_out: this builder writes {CTA_INFO_INTS} int32 per slot, got shape "
+                             f"{tuple(cta_info_out.shape)}")
     info = _schedule.build_schedule(row_to_batch, local_starts, local_ends, page_size=page_size,
                                     max_seq_len=max_seq_len, slots=slots, out=cta_info_out)
     return info, slots
@@ -109,45 +104,26 @@ def pa_mqa_logits_fp4_prefill(q_fp4: torch.Tensor, q_scale: torch.Tensor, kv_cac
     row_to_batch[r]; -inf elsewhere. Under torch.compile (or a dispatch mode): the op of the same name,
     or its `_out` variant with `out`; `stream` must then be None.
 
+    Knobs: block_k and num_warps are checked as upstream checks them but are hints (one prefill kernel
+    serves every value); parallel_unit_num is a hint (the schedule gets max(parallel_unit_num, the op's
+    own slot count) slots). Binding: an external schedule, either this kernel's table (int32 [slots, 8],
+    from compute_prefill_schedule) or a one-row-per-CTA table (int32 [slots, 6]: row, batch,
+    chunk_start, chunk_count, local_start, local_end, chunks of block_k tokens), converted on the device
+    without a host sync; n_ctas is then the number of its slots to run.
+
     Inputs: every index tensor (block_tables, windows, cta_info) is int32; int64 is refused. `out` must
     not overlap any input nor itself (row stride >= max_seq_len). No batch (block_tables with 0 rows),
     no rows or max_seq_len 0: the all -inf result, nothing launched. Index values (row_to_batch, windows
     inside the block table, table entries, cta_info) are validated only in checked mode (FLYAOT_CHECK=1,
     one host sync, not under graph capture)."""
-    params = _plan.check_inputs(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, max_seq_len)
-    rows = q_fp4.shape[0]
-    _check_knobs(block_k, num_warps, kv_block_size, params["page_size"])
-    _plan.check_windows(rows, q_fp4, row_to_batch=row_to_batch, local_starts=local_starts,
-                        local_ends=local_ends)
-    if (cta_info is None) != (n_ctas is None):
-        raise ValueError("cta_info and n_ctas: pass both (an external schedule) or neither")
-    if cta_info is not None:
-        _plan.check_schedule(cta_info, rows, q_fp4)
-        if n_ctas != cta_info.shape[0]:
-            raise ValueError(f"n_ctas={n_ctas!r} must equal cta_info.shape[0]={cta_info.shape[0]}")
-    if out is None:
-        out = torch.full((rows, max_seq_len), float("-inf"), dtype=torch.float32, device=q_fp4.device)
-    else:
-        _plan.check_out(out, rows, max_seq_len, q_fp4)
-        check_no_overlap("out", out, q_fp4=q_fp4, q_scale=q_scale, kv_cache=kv_cache, kv_scale=kv_scale,
-                         block_tables=block_tables, weights=weights, row_to_batch=row_to_batch,
-                         local_starts=local_starts, local_ends=local_ends, cta_info=cta_info)
-        if cta_info is None:
-            out.fill_(float("-inf"))
-    if rows == 0 or max_seq_len == 0 or block_tables.shape[0] == 0:     # no batch: no row sees a token
-        return out
-    if runtime.runtime().config.check:
-        checks.prefill_values(block_tables=block_tables, num_pages=kv_cache.shape[0], page_size=params["page_size"],
-                              row_to_batch=row_to_batch, local_starts=local_starts, local_ends=local_ends,
-                              max_seq_len=max_seq_len, cta_info=cta_info)
-    if cta_info is None:
-        cta_info, _ = compute_prefill_schedule(row_to_batch, local_starts, local_ends,
-                                               page_size=params["page_size"], max_seq_len=max_seq_len,
-                                               parallel_unit_num=parallel_unit_num)
-    runtime.launch(_plan.make_plan(params, q_fp4=q_fp4, q_scale=q_scale, kv_cache=kv_cache, kv_scale=kv_scale,
-                                   block_tables=block_tables, weights=weights, local_starts=local_starts,
-                                   local_ends=local_ends, cta_info=cta_info, out=out, max_seq_len=max_seq_len,
-                                   weight_scale=weight_scale), stream=stream)
+    with on_stream(stream):
+        out, plan = _plan.plan_call(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, row_to_batch,
+                                    local_starts, local_ends, max_seq_len, weight_scale=weight_scale, block_k=block_k,
+                                    kv_block_size=kv_block_size, num_warps=num_warps,
+                                    parallel_unit_num=parallel_unit_num, out=out, cta_info=cta_info, n_ctas=n_ctas,
+                                    check_values=runtime.runtime().config.check)
+        if plan is not None:
+            runtime.launch(plan, stream=stream)
     return out
 
 

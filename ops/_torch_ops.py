@@ -19,6 +19,7 @@ nothing is tracing, so that call takes the eager path.
 The router is generated source with the exact public signature (no *args parsing), so an eager call
 costs one extra Python call and dynamo traces it without a graph break.
 """
+import contextlib
 import functools
 import inspect
 import threading
@@ -140,3 +141,14 @@ def _router(fn, sig, names, functional, with_out):
                      _functional=functional, _with_out=with_out)
     exec("\n".join(src), namespace)
     return namespace[fn.__name__]
+
+
+_NO_STREAM = contextlib.nullcontext()
+
+
+def on_stream(stream):
+    """Makes a torch `stream` current for an op's own torch work (schedule, -inf fill) so that it is
+    ordered before the kernel launched on that stream; nothing to do for None or a raw handle."""
+    if stream is None or isinstance(stream, int):
+        return _NO_STREAM
+    return torch.cuda.stream(stream)

@@ -59,3 +59,43 @@ def all_configs() -> list:
             p = table[b]
             seen.setdefault(tuple(sorted(p.items())), p)
     return [dict(p) for _, p in sorted(seen.items())]
+
+
+# ------------------------------------------------------------------------------- caller-chosen tiles
+# A caller names a tile as (block_m, tile_n, tile_k, k_wave, waves_per_eu): block_m x tile_n outputs per
+# workgroup, tile_k K per wave per step, k_wave waves splitting each step. waves_per_eu is an occupancy
+# hint these kernels do not take. Small M tiles use the decode pipeline order.
+TILE_BM = (16, 32, 48, 64, 96, 128)
+TILE_BN = (16, 32, 64, 128, 256)
+TILE_K = (128, 256)
+MAX_LDS = 160 * 1024
+DECODE_MAX_LDS = 80 * 1024           # two decode workgroups per CU (the family budget)
+DECODE_MAX_BM = 32
+
+
+def from_tile(n: int, k: int, block_m: int, tile_n: int, tile_k: int, k_wave: int) -> dict:
+    """Params of the spec that computes with that tile for an [N, K] weight; ValueError saying why when
+    no spec can (the tile does not divide N or K, is outside the supported set, or overflows LDS)."""
+    from .tiles import KBLOCK, tile as make_tile
+    for name, v, allowed in (("block_m", block_m, TILE_BM), ("tile_n", tile_n, TILE_BN),
+                             ("tile_k", tile_k, TILE_K), ("k_wave", k_wave, (1, 2, 4))):
+        if v not in allowed:
+            raise ValueError(f"config: {name}={v!r} is not supported (supported: {list(allowed)})")
+    params = _cfg("decode" if block_m <= DECODE_MAX_BM else "prefill", block_m, tile_n, k_wave, tile_k // KBLOCK)
+    t = make_tile(params)
+    if n % tile_n:
+        raise ValueError(f"config: tile_n={tile_n} does not divide N={n}")
+    if k % t.kstep:
+        raise ValueError(f"config: k_wave * tile_k = {t.kstep} does not divide K={k}")
+    limit = DECODE_MAX_LDS if t.order == "decode" else MAX_LDS
+    if t.lds_bytes > limit:
+        raise ValueError(f"config: needs {t.lds_bytes} bytes of LDS, above {limit}")
+    return params
+
+
+def tile_legal(n: int, k: int, block_m: int, tile_n: int, tile_k: int, k_wave: int) -> bool:
+    try:
+        from_tile(n, k, block_m, tile_n, tile_k, k_wave)
+    except ValueError:
+        return False
+    return True

@@ -27,8 +27,8 @@ def _budget(params: dict) -> Budget:
 
 FAMILY = Family(
     name="gemm_a16wfp4",
-    axes={"order": tiles.ORDERS, "bm": (16, 32, 64, 128), "bn": (32, 64, 128, 256), "sk": (1, 2, 4),
-          "kb": (1, 2)},
+    axes={"order": tiles.ORDERS, "bm": configs.TILE_BM, "bn": configs.TILE_BN, "sk": (1, 2, 4),
+          "kb": tuple(t // tiles.KBLOCK for t in configs.TILE_K)},
     specs=configs.all_configs,
     symbol=tiles.symbol,
     block=plan.block,

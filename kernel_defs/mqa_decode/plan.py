@@ -1,9 +1,13 @@
 """Launch plans of the mqa_decode family: validate the call, pick the spec, compute grid and arguments.
 
-Pure Python + torch (no flydsl). Dispatch: the direct kernel serves the internal schedule for D128 with
-H64/H128 (any page size, any next_n); the staged-LDS kernel serves everything else: an external
-schedule (`cta_info`), an explicit persistent grid (`parallel_unit_num`), caller `block_k` / `num_warps`
-overrides, and the other head counts and D256.
+Pure Python + torch (no flydsl). Dispatch (`plan_call`), binding knobs against hints:
+- hints: block_k None or 256, num_warps None or 4, parallel_unit_num None. These only restate the
+  upstream defaults, so they leave the choice to the op: D128 with H64/H128 and next_n <= 8 runs the
+  direct kernel, everything else the staged-LDS kernel with the default 256 x 4 tile.
+- binding: an external schedule (`cta_info` + `total_ctas`: its chunks are block_k tokens), an explicit
+  `parallel_unit_num` (the persistent grid size), any other block_k, any other num_warps, and
+  next_n 9..16 (the direct kernel holds at most 8 rows per CTA): all run the staged kernel.
+A staged tile outside STAGED_TILES is compiled by the runtime's JIT (MissingSpecError when the JIT is off).
 """
 import functools
 from dataclasses import dataclass
@@ -12,14 +16,19 @@ import torch
 
 from ..mqa_common.inputs import DWORD_ALIGN, HEAD_DIMS, HEADS, PAGE_SIZES, VALUE_ALIGN, check_kv_pages
 from ..mqa_common.layouts import k_tiles, qs_pad
-from ..registry import LaunchPlan  # noqa: F401  (the type plans return)
-from ..validate import (E8M0, FP4X2, check_choice, check_float, check_int, check_rows_disjoint, check_same_device,
-                        check_tensor)
-from .geometry import DIRECT_HEADS, DIRECT_WAVES, MAX_NEXT_N, WAVE, direct_tile
+from ..registry import LaunchPlan
+from ..validate import (E8M0, FP4X2, check_choice, check_float, check_int, check_no_overlap, check_rows_disjoint,
+                        check_same_device, check_tensor)
+from .geometry import DIRECT_HEADS, DIRECT_WAVES, QUAD, WAVE, Staged, direct_tile
+from .geometry import MAX_NEXT_N as DIRECT_MAX_NEXT_N
 
-# (block_k, num_warps) of the staged kernel: the default 256x4 first, then the caller overrides.
-STAGED_TILES = ((256, 4), (128, 2), (512, 8), (512, 4))
+# (block_k, num_warps) of the staged kernel that are prebuilt: the default 256x4 first, then the common
+# caller overrides. Any other tile the staged geometry allows is compiled on first use.
+STAGED_TILES = ((256, 4), (128, 2), (512, 8), (512, 4), (64, 1))
 DEFAULT_TILE = STAGED_TILES[0]
+MAX_NEXT_N = 16               # the staged kernel only divides the row index by next_n
+MAX_WARPS = 16                # 1024 threads per workgroup
+MAX_LDS = 160 * 1024          # gfx950 LDS per workgroup: bounds the staged chunk
 # (tile tokens, weight_load) of the direct kernel, as geometry.direct_tile picks them by grid size.
 DIRECT_VARIANTS = ((32, "vector"), (64, "vector"), (64, "scalar"))
 
@@ -82,15 +91,32 @@ def check_out(out, rows: int, max_seq_len: int, like: torch.Tensor) -> None:
     check_same_device(out=out, q_fp4=like)
 
 
-def staged_tile(block_k, num_warps, page_size: int):
-    """(block_k, num_warps) of the staged kernel; None picks the default 256 x 4."""
-    bk = DEFAULT_TILE[0] if block_k is None else check_int("block_k", block_k)
-    w = DEFAULT_TILE[1] if num_warps is None else check_int("num_warps", num_warps)
-    if (bk, w) not in STAGED_TILES:
-        raise ValueError(f"(block_k, num_warps)=({bk}, {w}) is not prebuilt; supported: {list(STAGED_TILES)}")
+def staged_tile(block_k, num_warps, page_size: int, head_dim: int = 128):
+    """(block_k, num_warps) of the staged kernel; None picks the default 256 x 4.
+
+    Every pair upstream accepts is served: block_k a multiple of kv_block_size whose 16-token tiles split
+    evenly over num_warps. The staged kernel splits a chunk by 64-token quads, so when num_warps does not
+    divide block_k / 64 it runs with the largest wave count below num_warps that does (the logits do not
+    depend on the wave count)."""
+    bk = DEFAULT_TILE[0] if block_k is None else check_int("block_k", block_k, lo=1)
+    w = DEFAULT_TILE[1] if num_warps is None else check_int("num_warps", num_warps, lo=1, hi=MAX_WARPS)
     if bk % page_size:
         raise ValueError(f"block_k={bk} must be a multiple of kv_block_size={page_size}")
+    if (bk // 16) % w:
+        raise ValueError(f"block_k={bk} has {bk // 16} 16-token tiles, not a multiple of num_warps={w}")
+    lds = Staged(16, head_dim, page_size, bk, 1).lds_bytes
+    if lds > MAX_LDS:
+        raise ValueError(f"block_k={bk} stages {lds} bytes of KV per chunk at head_dim={head_dim}, above the "
+                         f"{MAX_LDS}-byte LDS of a workgroup")
+    quads = bk // QUAD
+    while quads % w:
+        w -= 1
     return bk, w
+
+
+def is_hint(block_k, num_warps, parallel_unit_num) -> bool:
+    """True when the knobs only restate the upstream defaults (block_k 256, num_warps 4, no grid size)."""
+    return block_k in (None, DEFAULT_TILE[0]) and num_warps in (None, DEFAULT_TILE[1]) and parallel_unit_num is None
 
 
 def check_schedule(cta_info, total_ctas, like: torch.Tensor) -> int:
@@ -118,10 +144,10 @@ def staged_plan(s: Shapes, block_k: int, num_warps: int, *, out, q_fp4, q_scale,
 
 def takes_direct_path(s: Shapes, *, cta_info=None, total_ctas=None, block_k=None, num_warps=None,
                       parallel_unit_num=None) -> bool:
-    """The direct kernel needs the internal schedule with no tile/grid override, D128 and H64/H128."""
-    internal = cta_info is None and total_ctas is None and parallel_unit_num is None
-    return (internal and block_k is None and num_warps is None and s.head_dim == 128
-            and s.heads in DIRECT_HEADS)
+    """The direct kernel: internal schedule, knobs that are only hints, D128, H64/H128, next_n <= 8."""
+    internal = cta_info is None and total_ctas is None
+    return (internal and is_hint(block_k, num_warps, parallel_unit_num) and s.head_dim == 128
+            and s.heads in DIRECT_HEADS and s.next_n <= DIRECT_MAX_NEXT_N)
 
 
 def direct_plan(s: Shapes, max_seq_len: int, *, out, q_fp4, q_scale, kv_cache, kv_scale, block_tables,
@@ -157,3 +183,60 @@ def _family():
     """This family's declaration (specs.py imports this module, so it is looked up on first use)."""
     from .specs import FAMILY
     return FAMILY
+
+
+def plan_call(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, context_lens, max_seq_len, *,
+              weight_scale, next_n, block_k, kv_block_size, num_warps, parallel_unit_num, out, cta_info,
+              total_ctas, check_values: bool = False):
+    """The whole decision of one `pa_mqa_logits_fp4` call: check, choose the kernel (see the module doc),
+    build the internal schedule and fill `out` with -inf where the op owns that. Returns (out, plan);
+    plan is None when there is nothing to launch (no sequence). `check_values` validates index values
+    with a host sync (checked mode). Device work here is torch ops on the inputs' device, never a host
+    sync outside checked mode."""
+    from .. import checks
+    from .schedule import build_schedule, default_parallel_units
+    s = check_inputs(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, context_lens, max_seq_len,
+                     next_n, kv_block_size, weight_scale)
+    if (cta_info is None) != (total_ctas is None):
+        raise ValueError("cta_info and total_ctas must be given together or not at all")
+    rows = s.batch * next_n
+    if cta_info is not None:
+        check_schedule(cta_info, total_ctas, q_fp4)
+    if out is not None:
+        check_out(out, rows, max_seq_len, q_fp4)
+        check_no_overlap("out", out, q_fp4=q_fp4, q_scale=q_scale, kv_cache=kv_cache, kv_scale=kv_scale,
+                         block_tables=block_tables, weights=weights, context_lens=context_lens, cta_info=cta_info)
+    if s.batch == 0:              # no sequence: the empty [0, max_seq_len] result, nothing launched
+        return _minus_inf(out, 0, max_seq_len, q_fp4.device), None
+    if check_values:
+        checks.decode_values(block_tables=block_tables, context_lens=context_lens, num_pages=kv_cache.shape[0],
+                             page_size=s.page_size, max_seq_len=max_seq_len, next_n=next_n, cta_info=cta_info,
+                             total_ctas=total_ctas)
+    tensors = dict(q_fp4=q_fp4, q_scale=q_scale, kv_cache=kv_cache, kv_scale=kv_scale, block_tables=block_tables,
+                   weights=weights)
+    if takes_direct_path(s, cta_info=cta_info, total_ctas=total_ctas, block_k=block_k, num_warps=num_warps,
+                         parallel_unit_num=parallel_unit_num):
+        out = _minus_inf(out, rows, max_seq_len, q_fp4.device)
+        return out, direct_plan(s, max_seq_len, out=out, context_lens=context_lens.contiguous(),
+                                weight_scale=float(weight_scale), **tensors)
+    bk, w = staged_tile(block_k, num_warps, s.page_size, s.head_dim)
+    if cta_info is not None:
+        if parallel_unit_num is not None:
+            raise ValueError("parallel_unit_num applies to the internal schedule only; it cannot be combined "
+                             "with cta_info")
+        if out is None:                   # an external schedule never fills a caller's out
+            out = _minus_inf(None, rows, max_seq_len, q_fp4.device)
+    else:
+        total_ctas = (default_parallel_units(s.batch, next_n, max_seq_len, bk) if parallel_unit_num is None
+                      else check_int("parallel_unit_num", parallel_unit_num, lo=1))
+        cta_info, _ = build_schedule(context_lens, bk, total_ctas, max_seq_len, next_n)
+        out = _minus_inf(out, rows, max_seq_len, q_fp4.device)
+    return out, staged_plan(s, bk, w, out=out, cta_info=cta_info, total_ctas=total_ctas,
+                            weight_scale=float(weight_scale), **tensors)
+
+
+def _minus_inf(out, rows: int, max_seq_len: int, device):
+    """`out` (or a new [rows, max_seq_len] f32 buffer) filled with -inf: the kernels store visible cells only."""
+    if out is None:
+        return torch.full((rows, max_seq_len), float("-inf"), dtype=torch.float32, device=device)
+    return out.fill_(float("-inf"))

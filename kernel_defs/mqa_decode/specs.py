@@ -59,7 +59,9 @@ def _budget(params):
 FAMILY = Family(
     name="mqa_decode",
     axes={"path": ("staged", "direct"), "heads": HEADS, "head_dim": HEAD_DIMS, "page_size": PAGE_SIZES,
-          "block_k": (32, 64, 128, 256, 512), "num_warps": (2, 4, 8), "weight_load": ("vector", "scalar")},
+          # staged: any multiple of 64 tokens the LDS holds, 1..16 waves (plan.staged_tile); direct: 32, 64
+          "block_k": (32,) + tuple(range(64, plan.MAX_LDS // 68 + 1, 64)),
+          "num_warps": tuple(range(1, plan.MAX_WARPS + 1)), "weight_load": ("vector", "scalar")},
     specs=_specs,
     symbol=_symbol,
     block=plan.block,

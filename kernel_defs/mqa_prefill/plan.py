@@ -2,6 +2,14 @@
 
 One CTA per schedule slot (grid = cta_info rows); the spec is fixed by (H, D, page size); every stride,
 max_seq_len and weight_scale is a runtime argument.
+
+Knobs (`plan_call`): block_k and num_warps are checked by upstream's rules (block_k a multiple of the
+page size, its 16-token tiles a multiple of num_warps) and are hints: the one prefill kernel stages
+CHUNK_TOKENS tokens over WAVES waves whatever they say. parallel_unit_num is a hint too: the internal
+schedule uses max(parallel_unit_num, default_slots(rows)) slots, never fewer than the op would pick.
+Binding: an external schedule. Its width says its format: CTA_INFO_INTS columns is this kernel's table
+(compute_prefill_schedule), schedule.ROW_INFO_INTS columns the one-row-per-CTA table of serving engines,
+whose chunks are block_k tokens; that one is converted on the device (schedule.from_row_schedule).
 """
 import functools
 
@@ -10,7 +18,8 @@ import torch
 from .. import validate as V
 from ..mqa_common.inputs import DWORD_ALIGN, HEAD_DIMS, HEADS, PAGE_SIZES, VALUE_ALIGN, check_kv_pages
 from ..mqa_common.layouts import k_tiles, qs_pad
-from ..registry import LaunchPlan  # noqa: F401  (the type plans return)
+from ..registry import LaunchPlan
+from . import schedule as S
 from .geometry import CTA_INFO_INTS, THREADS
 
 MIN_SLOTS = 2048          # default schedule slots: about 8 CTAs per CU on a 256-CU MI355X
@@ -74,15 +83,36 @@ def check_out(out, rows: int, max_seq_len: int, device) -> None:
     V.check_rows_disjoint("out", out)
 
 
-def check_schedule(cta_info, rows: int, device) -> None:
+def check_knobs(block_k, num_warps, kv_block_size, page_size: int) -> None:
+    """Upstream's rules for the tile knobs (they choose no kernel here: see the module doc)."""
+    V.check_int("num_warps", num_warps, lo=1, hi=16)
+    V.check_int("block_k", block_k, lo=16)
+    if kv_block_size is not None and kv_block_size != page_size:
+        raise ValueError(f"kv_block_size={kv_block_size!r} does not match kv_cache.shape[3]={page_size}")
+    if block_k % page_size or (block_k // 16) % num_warps:
+        raise ValueError(f"block_k={block_k} must be a multiple of the page size {page_size} whose 16-token "
+                         f"tiles split evenly over num_warps={num_warps}")
+
+
+def check_schedule(cta_info, rows: int, device, n_ctas=None) -> int:
+    """An external schedule: this kernel's table (n_ctas == its rows) or a one-row-per-CTA table
+    (1 <= n_ctas <= its rows). Returns its width."""
     V.check_tensor("cta_info", cta_info, dtype=torch.int32, ndim=2, device=device, contiguous=True,
                    align=DWORD_ALIGN)
-    V.check_tensor("cta_info", cta_info, shape=(None, CTA_INFO_INTS))
+    width = cta_info.shape[1]
     slots = cta_info.shape[0]
+    V.check_int("cta_info.shape[0]", slots, lo=0, hi=(1 << 31) - 1)
+    if width == S.ROW_INFO_INTS:
+        if n_ctas is not None:
+            V.check_int("n_ctas", n_ctas, lo=1, hi=slots)
+        return width
+    V.check_tensor("cta_info", cta_info, shape=(None, CTA_INFO_INTS))
     if slots < rows:
         raise ValueError(f"cta_info: {slots} slots < {rows} rows; the schedule needs one slot per row group "
                          "and there can be as many groups as rows")
-    V.check_int("cta_info.shape[0]", slots, lo=0, hi=(1 << 31) - 1)
+    if n_ctas is not None and n_ctas != slots:
+        raise ValueError(f"n_ctas={n_ctas!r} must equal cta_info.shape[0]={slots}")
+    return width
 
 
 def make_plan(params: dict, *, q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights,
@@ -107,3 +137,50 @@ def _family():
     """This family's declaration (specs.py imports this module, so it is looked up on first use)."""
     from .specs import FAMILY
     return FAMILY
+
+
+def plan_call(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, row_to_batch, local_starts, local_ends,
+              max_seq_len, *, weight_scale, block_k, kv_block_size, num_warps, parallel_unit_num, out, cta_info,
+              n_ctas, check_values: bool = False):
+    """The whole decision of one prefill call: (out, plan), plan None when there is nothing to compute.
+    Checks, fills `out` with -inf unless an external schedule is given with it, builds the internal
+    schedule or converts a one-row-per-CTA table (device torch ops, no host sync). `check_values`
+    validates index values with a host sync (checked mode)."""
+    from .. import checks
+    params = check_inputs(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, max_seq_len)
+    rows = q_fp4.shape[0]
+    page = params["page_size"]
+    check_knobs(block_k, num_warps, kv_block_size, page)
+    check_windows(rows, q_fp4, row_to_batch=row_to_batch, local_starts=local_starts, local_ends=local_ends)
+    if (cta_info is None) != (n_ctas is None):
+        raise ValueError("cta_info and n_ctas: pass both (an external schedule) or neither")
+    width = None if cta_info is None else check_schedule(cta_info, rows, q_fp4, n_ctas)
+    if cta_info is None and parallel_unit_num is not None:
+        V.check_int("parallel_unit_num", parallel_unit_num, lo=max(rows, 1))
+    if out is None:
+        out = torch.full((rows, max_seq_len), float("-inf"), dtype=torch.float32, device=q_fp4.device)
+    else:
+        check_out(out, rows, max_seq_len, q_fp4)
+        V.check_no_overlap("out", out, q_fp4=q_fp4, q_scale=q_scale, kv_cache=kv_cache, kv_scale=kv_scale,
+                           block_tables=block_tables, weights=weights, row_to_batch=row_to_batch,
+                           local_starts=local_starts, local_ends=local_ends, cta_info=cta_info)
+        if cta_info is None:
+            out.fill_(float("-inf"))
+    if rows == 0 or max_seq_len == 0 or block_tables.shape[0] == 0:     # no batch: no row sees a token
+        return out, None
+    external = cta_info is not None
+    if cta_info is None:
+        slots = max(parallel_unit_num or 0, default_slots(rows))
+        cta_info = S.build_schedule(row_to_batch, local_starts, local_ends, page_size=page,
+                                    max_seq_len=max_seq_len, slots=slots)
+    elif width == S.ROW_INFO_INTS:
+        cta_info = S.from_row_schedule(cta_info, n_ctas, block_k=block_k, rows=rows, page_size=page,
+                                       max_seq_len=max_seq_len)
+    if check_values:          # an external table is checked in this kernel's format, after conversion
+        checks.prefill_values(block_tables=block_tables, num_pages=kv_cache.shape[0], page_size=page,
+                              row_to_batch=row_to_batch, local_starts=local_starts, local_ends=local_ends,
+                              max_seq_len=max_seq_len, cta_info=cta_info if external else None)
+    return out, make_plan(params, q_fp4=q_fp4, q_scale=q_scale, kv_cache=kv_cache, kv_scale=kv_scale,
+                          block_tables=block_tables, weights=weights, local_starts=local_starts,
+                          local_ends=local_ends, cta_info=cta_info, out=out, max_seq_len=max_seq_len,
+                          weight_scale=weight_scale)

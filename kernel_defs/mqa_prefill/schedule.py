@@ -96,3 +96,65 @@ def build_schedule(row_to_batch, local_starts, local_ends, *, page_size: int, ma
         out = torch.empty(slots, CTA_INFO_INTS, dtype=torch.int32, device=dev)
     out.copy_(info)
     return out
+
+
+# ------------------------------------------------------------------------------- one-row-per-CTA tables
+# The table format serving engines build for upstream's prefill kernel: int32 [slots, ROW_INFO_INTS] =
+# (row, batch, chunk_start, chunk_count, local_start, local_end), chunks of `block_k` tokens counted from
+# token 0, one query row per CTA. Idle slots hold (0, 0, 0, 1, 0, 0): an empty window.
+ROW_INFO_INTS = 6
+
+
+def build_row_schedule(row_to_batch, local_starts, local_ends, *, block_k: int, slots: int, max_seq_len: int,
+                       out: torch.Tensor = None):
+    """(safe, table) in the one-row-per-CTA format: row r has ceil(max(local_ends[r], 0) / block_k) chunks,
+    cut into runs of `safe` chunks, the smallest run length whose run count fits `slots` (the longest
+    row's chunk count when none does); run k of the row-major list goes to slot k. `safe` is a 1-element
+    int32 tensor; `out` (int32 [slots, 6]) is filled in place when given."""
+    dev = local_ends.device
+    rows = local_ends.shape[0]
+    le = local_ends.to(torch.int64)
+    chunks = (le.clamp(min=0) + block_k - 1) // block_k
+    s_max = max(1, -(-max_seq_len // block_k))
+
+    def needed(s):
+        return ((chunks + s - 1) // s).sum()
+
+    best = smallest_fit(needed, slots, s_max, dev)
+    safe = torch.where(needed(best) <= slots, best, chunks.max().clamp(min=1))
+    runs = (chunks + safe - 1) // safe
+    incl = torch.cumsum(runs, dim=0)
+    k = torch.arange(slots, device=dev, dtype=torch.int64)
+    r = torch.searchsorted(incl, k, right=True).clamp_(max=rows - 1)
+    valid = k < incl[-1]
+    start = (k - (incl[r] - runs[r])) * safe
+    count = torch.where(valid, torch.minimum(safe, chunks[r] - start).clamp(min=0), 1)
+    zero = torch.zeros_like(k)
+    fields = (r, row_to_batch.to(torch.int64)[r], start, count, local_starts.to(torch.int64)[r], le[r])
+    info = torch.stack([f if f is count else torch.where(valid, f, zero) for f in fields], dim=1)
+    if out is None:
+        out = torch.empty(slots, ROW_INFO_INTS, dtype=torch.int32, device=dev)
+    out.copy_(info)
+    return safe.reshape(1).to(torch.int32), out
+
+
+def from_row_schedule(table: torch.Tensor, n_ctas: int, *, block_k: int, rows: int, page_size: int,
+                      max_seq_len: int) -> torch.Tensor:
+    """The kernel's table (int32 [n_ctas, CTA_INFO_INTS]) for the first n_ctas slots of a one-row-per-CTA
+    table, on the device, graph-safe (fixed shapes, no host read). Each slot keeps its row as a
+    one-row group over the CHUNK_TOKENS chunks that cover its block_k-token run clipped to its window
+    (with block_k < CHUNK_TOKENS two slots may cover one chunk; both store the same logits). Slots whose
+    run misses the window, or whose row is outside [0, rows), are idle. The kernel reads the row's
+    window from local_starts / local_ends, which the table's window fields repeat."""
+    t = table[:n_ctas].to(torch.int64)
+    row, batch, start, count, ls, le = t.unbind(1)
+    lo = torch.maximum(start * block_k, ls.clamp(min=0))
+    hi = torch.minimum((start + count) * block_k, le.clamp(max=max_seq_len))
+    live = (hi > lo) & (row >= 0) & (row < rows)
+    first = torch.where(live, lo // CHUNK_TOKENS, 0)
+    n = torch.where(live, (hi + CHUNK_TOKENS - 1) // CHUNK_TOKENS - first, 0)
+    last_page = ((le.clamp(max=max_seq_len) + page_size - 1) // page_size - 1).clamp(min=0)
+    zero = torch.zeros_like(row)
+    fields = (torch.where(live, row, zero), torch.ones_like(row), torch.where(live, batch, zero), first, n,
+              torch.where(live, last_page, zero), zero, zero)
+    return torch.stack(fields, dim=1).to(torch.int32)

@@ -119,7 +119,9 @@ def test_plan_rejects_bad_inputs(bad, err):
 
 def test_unaligned_shape_falls_back_once_or_refuses(caplog):
     w, s = reference.random_weight(96, 320, generator=_gen(5))       # N, K not multiples of 256
-    prep = prepare_mxfp4_weight(w, s)
+    with pytest.raises(ValueError, match="allow_fallback"):
+        prepare_mxfp4_weight(w, s)
+    prep = prepare_mxfp4_weight(w, s, allow_fallback=True)
     assert not prep.fused
     x = torch.randn(3, 320, generator=_gen(6)).to(torch.bfloat16)
     with pytest.raises(ValueError, match="fused_only"):

@@ -50,8 +50,10 @@ def _check(out, kv, q, qs, w, cl, msl, next_n, weight_scale):
 # (heads, head_dim, page, next_n, contexts, max_seq_len, (block_k, num_warps) or None)
 CASES = [
     (16, 128, 64, 1, [100, 0, 257], 320, None),
-    (64, 128, 64, 2, [1, 300, 64], 320, (256, 4)),       # next_n > ctx for batch 0; staged by override
-    (128, 128, 128, 3, [2, 200], 256, (256, 4)),
+    (64, 128, 64, 2, [1, 300, 64], 320, (128, 2)),       # next_n > ctx for batch 0; staged by override
+    (128, 128, 128, 3, [2, 200], 256, (512, 4)),
+    (64, 128, 64, 12, [3, 130], 160, None),              # next_n > 8: staged (direct holds 8 rows)
+    (64, 128, 64, 1, [70, 200], 256, (64, 1)),
     (64, 256, 64, 4, [130, 3], 160, None),
     (16, 256, 128, 5, [4, 260], 300, None),
     (128, 256, 64, 8, [7, 90], 96, None),

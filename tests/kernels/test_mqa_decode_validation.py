@@ -83,7 +83,7 @@ def test_next_n_mismatch_and_range():
     _raises(ValueError, "next_n", next_n=3)
     a, kw = _args(next_n=1)
     with pytest.raises(ValueError, match="next_n"):
-        _call(a, dict(kw, next_n=9))
+        _call(a, dict(kw, next_n=17))
 
 
 def test_schedule_and_out_arguments():
@@ -104,7 +104,9 @@ def test_schedule_and_out_arguments():
     with pytest.raises(TypeError, match="out"):
         _call(a, dict(kw, out=torch.empty(4, 128, dtype=torch.float16)))
     with pytest.raises(ValueError, match="block_k"):
-        _call(a, dict(kw, block_k=64, num_warps=1))
+        _call(a, dict(kw, block_k=96, num_warps=1))                # not a multiple of the page size
+    with pytest.raises(ValueError, match="num_warps"):
+        _call(a, dict(kw, block_k=64, num_warps=3))                # 4 tiles do not split over 3 waves
     with pytest.raises(ValueError, match="max_seq_len"):
         _call(dict(a, max_seq_len=0), kw)
 
@@ -148,8 +150,10 @@ def test_dispatch_direct_only_for_internal_d128_h64_h128(monkeypatch):
         assert plan.args["next_n"] == 2 and plan.args["max_seq_len"] == 128
     a, kw = _args()
     ci, _ = build_schedule(a["context_lens"], 256, 4, 128, 2)
-    staged = [dict(cta_info=ci, total_ctas=4), dict(block_k=128, num_warps=2), dict(block_k=256),
-              dict(num_warps=4), dict(parallel_unit_num=4)]
+    for hint in (dict(block_k=256), dict(num_warps=4), dict(block_k=256, num_warps=4)):
+        assert _plan_of(monkeypatch, a, dict(kw, **hint)).params["path"] == "direct", hint
+    staged = [dict(cta_info=ci, total_ctas=4), dict(block_k=128, num_warps=2), dict(block_k=512),
+              dict(num_warps=2), dict(parallel_unit_num=4)]
     for extra in staged:
         plan = _plan_of(monkeypatch, a, dict(kw, **extra))
         assert plan.params["path"] == "staged" and plan.args["max_seq_len"] == 128, extra

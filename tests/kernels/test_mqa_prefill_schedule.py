@@ -179,7 +179,7 @@ def test_unsupported_heads_and_knobs():
         pa_mqa_logits_fp4_prefill(*args)
     args[0] = case.q_fp4
     with pytest.raises(ValueError, match="block_k"):
-        pa_mqa_logits_fp4_prefill(*args, block_k=128)
+        pa_mqa_logits_fp4_prefill(*args, block_k=96)              # not a multiple of the page size
     with pytest.raises(ValueError, match="kv_block_size"):
         pa_mqa_logits_fp4_prefill(*args, kv_block_size=128)
     with pytest.raises(ValueError, match="cta_info"):

@@ -1,0 +1,234 @@
+"""aiter.ops.flydsl's FP4 paged MQA logits and dense A16WFP4 GEMM API, served by flyaot's prebuilt kernels.
+
+A consumer switches by changing `from aiter.ops.flydsl import X` (or the kernel module it names) to
+`from flyaot.compat.aiter import X`: the names, positional orders, keyword defaults and return values
+are upstream's. Differences a caller can observe:
+- The knobs upstream passes by default (block_k=256, num_warps=4, parallel_unit_num=None, or 512 for
+  prefill) are hints: flyaot picks its fastest kernel for them. Other values and external schedules
+  are binding (see flyaot.ops.pa_mqa_logits_fp4 / pa_mqa_logits_fp4_prefill).
+- block_tables' width is a runtime argument (no compile per width); next_n up to 16.
+- CPU tensors run on flyaot's gfx950 emulator.
+- compute_prefill_schedule builds upstream's one-row-per-CTA table (CTA_INFO_WIDTH = 6 ints); the
+  prefill op also takes flyaot's own grouped table (flyaot.ops.compute_prefill_schedule).
+- A16WFP4: `config` names a tile of flyaot's kernels (a16wfp4_config_legal says which), and
+  waves_per_eu is ignored (an occupancy hint these kernels do not take).
+"""
+from dataclasses import dataclass
+from typing import NamedTuple, Optional
+
+import torch
+
+from .. import ops as _ops
+from .. import runtime as _runtime
+from ..kernel_defs.gemm_a16wfp4 import configs as _configs
+from ..kernel_defs.gemm_a16wfp4 import plan as _gemm_plan
+from ..kernel_defs.gemm_a16wfp4.layout import PreparedMXFP4Weight as _Prepared
+from ..kernel_defs.mqa_decode.schedule import build_schedule as _decode_schedule
+from ..kernel_defs.mqa_decode.schedule import default_parallel_units as _default_units
+from ..kernel_defs.mqa_prefill import schedule as _prefill_schedule
+from ..kernel_defs.validate import check_int as _check_int
+from ..kernel_defs.validate import check_tensor as _check_tensor
+from ..ops._torch_ops import dispatch_modes as _dispatch_modes
+from ..ops._torch_ops import is_compiling as _is_compiling
+from ..ops._torch_ops import on_stream as _on_stream
+
+__all__ = ["CTA_INFO_WIDTH", "DenseGemmConfig", "PreshuffledA16WFP4Weight", "a16wfp4_config_legal",
+           "a16wfp4_shape_supported", "compute_prefill_schedule", "compute_varctx_schedule",
+           "compute_varqlen_windows", "flydsl_gemm_a16wfp4", "flydsl_pa_mqa_logits_fp4",
+           "flydsl_pa_mqa_logits_fp4_prefill", "flydsl_pa_mqa_logits_fp4_varqlen", "is_flydsl_available",
+           "prepare_gemm_a16wfp4_weight"]
+
+CTA_INFO_WIDTH = _prefill_schedule.ROW_INFO_INTS
+_DECODE_INFO_WIDTH = 4
+
+
+def is_flydsl_available(device=None) -> bool:
+    """Whether these ops can run on `device` (default: torch's current GPU): a GPU of a target flyaot
+    ships code objects for, or "cpu" (the emulator). Imports no FlyDSL and launches nothing."""
+    from .. import targets
+    if device is not None and torch.device(device).type == "cpu":
+        return True
+    if not torch.cuda.is_available() or not torch.version.hip:
+        return False
+    index = torch.cuda.current_device() if device is None else torch.device(device).index or 0
+    arch = torch.cuda.get_device_properties(index).gcnArchName.split(":")[0]
+    return arch in targets.TARGETS
+
+
+# ------------------------------------------------------------------------------------- decode
+
+def flydsl_pa_mqa_logits_fp4(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, context_lens, max_seq_len,
+                             *, weight_scale=1.0, next_n=1, block_k=256, kv_block_size=64, num_warps=4,
+                             parallel_unit_num=None, out=None, cta_info=None, total_ctas=None, stream=None):
+    """Decode logits [B * next_n, max_seq_len] f32. With an external schedule (cta_info, total_ctas) and
+    `out`, `out` is not filled with -inf here (the caller pre-fills it); otherwise it is."""
+    return _ops.pa_mqa_logits_fp4(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, context_lens,
+                                  max_seq_len, weight_scale=weight_scale, next_n=next_n, block_k=block_k,
+                                  kv_block_size=kv_block_size, num_warps=num_warps,
+                                  parallel_unit_num=parallel_unit_num, out=out, cta_info=cta_info,
+                                  total_ctas=total_ctas, stream=stream)
+
+
+def compute_varctx_schedule(context_lens, block_k, parallel_unit_num, max_seq_len, next_n=1, cta_info_out=None):
+    """(safe, cta_info int32 [P, 4], P) of the decode op's persistent grid, built on the device without
+    a host sync. parallel_unit_num None: B * next_n * ceil(max_seq_len / block_k). `cta_info_out`
+    (int32, at least P rows of 4) is refilled in place and returned whole (graph capture)."""
+    _check_tensor("context_lens", context_lens, ndim=1)
+    _check_int("block_k", block_k, lo=1)
+    _check_int("max_seq_len", max_seq_len, lo=1)
+    _check_int("next_n", next_n, lo=1)
+    batch = context_lens.shape[0]
+    units = _default_units(batch, next_n, max_seq_len, block_k) if parallel_unit_num is None else \
+        _check_int("parallel_unit_num", parallel_unit_num, lo=1)
+    target = None
+    if cta_info_out is not None:
+        _check_tensor("cta_info_out", cta_info_out, dtype=torch.int32, shape=(None, _DECODE_INFO_WIDTH),
+                      device=context_lens, contiguous=True)
+        if cta_info_out.shape[0] < units:
+            raise ValueError(f"cta_info_out: {cta_info_out.shape[0]} rows < parallel_unit_num={units}")
+        target = cta_info_out[:units]
+    ctx = context_lens if context_lens.dtype == torch.int32 else context_lens.to(torch.int32)
+    info, safe = _decode_schedule(ctx, block_k, units, max_seq_len, next_n, out=target)
+    return safe, (info if cta_info_out is None else cta_info_out), units
+
+
+# ------------------------------------------------------------------------------------- prefill
+
+def compute_prefill_schedule(row_to_batch, local_starts, local_ends, block_k, parallel_unit_num, max_seq_len,
+                             cta_info_out=None):
+    """(safe, cta_info int32 [P, CTA_INFO_WIDTH], P) in upstream's one-row-per-CTA format (row, batch,
+    chunk_start, chunk_count, local_start, local_end; block_k-token chunks), built on the device without
+    a host sync. Needs parallel_unit_num >= rows. `cta_info_out` (int32, at least P rows of
+    CTA_INFO_WIDTH) is refilled in place and returned whole (graph capture)."""
+    rows = local_ends.shape[0] if isinstance(local_ends, torch.Tensor) else None
+    for name, t in (("row_to_batch", row_to_batch), ("local_starts", local_starts), ("local_ends", local_ends)):
+        _check_tensor(name, t, shape=(rows,), device=local_ends)
+    if rows < 1:
+        raise ValueError("compute_prefill_schedule: needs at least one row")
+    _check_int("block_k", block_k, lo=1)
+    _check_int("max_seq_len", max_seq_len, lo=0)
+    units = _check_int("parallel_unit_num", parallel_unit_num, lo=rows)
+    target = None
+    if cta_info_out is not None:
+        _check_tensor("cta_info_out", cta_info_out, dtype=torch.int32, shape=(None, CTA_INFO_WIDTH),
+                      device=local_ends, contiguous=True)
+        if cta_info_out.shape[0] < units:
+            raise ValueError(f"cta_info_out: {cta_info_out.shape[0]} rows < parallel_unit_num={units}")
+        target = cta_info_out[:units]
+    safe, info = _prefill_schedule.build_row_schedule(row_to_batch, local_starts, local_ends, block_k=block_k,
+                                                      slots=units, max_seq_len=max_seq_len, out=target)
+    return safe, (info if cta_info_out is None else cta_info_out), units
+
+
+def flydsl_pa_mqa_logits_fp4_prefill(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, row_to_batch,
+                                     local_starts, local_ends, max_seq_len, *, weight_scale=1.0, block_k=256,
+                                     kv_block_size=64, num_warps=4, parallel_unit_num=512, out=None, cta_info=None,
+                                     n_ctas=None, stream=None):
+    """Ragged prefill logits [T, max_seq_len] f32: row r scores [local_starts[r], local_ends[r]) of batch
+    row_to_batch[r]. `cta_info` may be upstream's 6-int table (compute_prefill_schedule or a caller's own
+    builder of that format; its first n_ctas slots run) or flyaot's 8-int one."""
+    return _ops.pa_mqa_logits_fp4_prefill(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, row_to_batch,
+                                          local_starts, local_ends, max_seq_len, weight_scale=weight_scale,
+                                          block_k=block_k, kv_block_size=kv_block_size, num_warps=num_warps,
+                                          parallel_unit_num=parallel_unit_num, out=out, cta_info=cta_info,
+                                          n_ctas=n_ctas, stream=stream)
+
+
+def compute_varqlen_windows(cu_seq_q, context_lens, total_q, *, out=None):
+    """(row_to_batch, local_starts, local_ends) int32 for per-batch variable qlen; `out`: three int32
+    buffers of at least total_q entries, refilled in place and returned whole."""
+    if out is None:
+        return _ops.compute_varqlen_windows(cu_seq_q, context_lens, total_q)
+    _check_int("total_q", total_q, lo=0)
+    out = tuple(out)
+    for name, t in zip(("row_to_batch", "local_starts", "local_ends"), out):
+        _check_tensor(f"out ({name})", t, dtype=torch.int32, ndim=1)
+        if t.shape[0] < total_q:
+            raise ValueError(f"out ({name}): {t.shape[0]} entries < total_q={total_q}")
+    _ops.compute_varqlen_windows(cu_seq_q, context_lens, total_q, out=tuple(t[:total_q] for t in out))
+    return out
+
+
+def flydsl_pa_mqa_logits_fp4_varqlen(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, max_seq_len, *,
+                                     cu_seq_q=None, context_lens=None, windows=None, weight_scale=1.0,
+                                     block_k=256, kv_block_size=64, num_warps=4, parallel_unit_num=None, out=None,
+                                     cta_info=None, n_ctas=None, stream=None):
+    """Per-batch variable qlen logits [total_q, max_seq_len] f32: pass `windows` (compute_varqlen_windows)
+    or cu_seq_q + context_lens."""
+    return _ops.pa_mqa_logits_fp4_varqlen(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, max_seq_len,
+                                          cu_seq_q=cu_seq_q, context_lens=context_lens, windows=windows,
+                                          weight_scale=weight_scale, block_k=block_k, kv_block_size=kv_block_size,
+                                          num_warps=num_warps, parallel_unit_num=parallel_unit_num, out=out,
+                                          cta_info=cta_info, n_ctas=n_ctas, stream=stream)
+
+
+# ------------------------------------------------------------------------------------- A16WFP4 GEMM
+
+class DenseGemmConfig(NamedTuple):
+    """A tile: block_m x tile_n outputs per workgroup, tile_k K per wave per step, k_wave waves per step."""
+    block_m: int
+    tile_n: int
+    tile_k: int
+    k_wave: int
+    waves_per_eu: Optional[int]
+
+
+@dataclass(frozen=True)
+class PreshuffledA16WFP4Weight:
+    """A weight prepared once by prepare_gemm_a16wfp4_weight: preshuffled uint8 codes [N, K/2] and E8M0
+    scales [N, K/32]. Rebuilding it from the four fields (as engines do per call) is free."""
+    weight: torch.Tensor
+    scale: torch.Tensor
+    n: int
+    k: int
+
+
+def a16wfp4_shape_supported(n: int, k: int) -> bool:
+    """Whether an [N, K] weight runs the fused kernels (N and K positive multiples of 256)."""
+    return _gemm_plan.fused_supported(n, k)
+
+
+def a16wfp4_config_legal(n: int, k: int, cfg: DenseGemmConfig) -> bool:
+    """Whether `cfg` names a tile flyaot's kernels compute an [N, K] weight with."""
+    return _configs.tile_legal(n, k, cfg.block_m, cfg.tile_n, cfg.tile_k, cfg.k_wave)
+
+
+def prepare_gemm_a16wfp4_weight(weight, scale) -> PreshuffledA16WFP4Weight:
+    """Preshuffle byte-packed E2M1 codes [N, K/2] and byte E8M0 scales [N, K/32] once. N or K not a
+    multiple of 256: ValueError (callers fall back on it)."""
+    for name, t in (("weight", weight), ("scale", scale)):
+        _check_tensor(name, t, ndim=2)
+        if t.element_size() != 1:
+            raise TypeError(f"{name}: must hold one byte per element, got {t.dtype}")
+    n, k = weight.shape[0], weight.shape[1] * 2
+    if not a16wfp4_shape_supported(n, k):
+        raise ValueError(f"weight: N={n} and K={k} must be positive multiples of 256")
+    p = _ops.prepare_mxfp4_weight(weight.contiguous().view(torch.uint8), scale.contiguous().view(torch.uint8))
+    return PreshuffledA16WFP4Weight(weight=p.weight, scale=p.scales, n=p.n, k=p.k)
+
+
+def flydsl_gemm_a16wfp4(a, prepared_weight, *, out=None, stream=None, config=None):
+    """a [M, K] bf16 @ W.T -> [M, N] bf16 (into `out` when given), on `stream` (default: torch's current
+    stream). `config`: a DenseGemmConfig tile (ValueError when not legal for this weight)."""
+    if not isinstance(prepared_weight, PreshuffledA16WFP4Weight):
+        raise TypeError("prepared_weight must come from prepare_gemm_a16wfp4_weight()")
+    if not isinstance(a, torch.Tensor) or a.ndim != 2:
+        raise ValueError(f"a must be a 2-D tensor, got {getattr(a, 'shape', type(a).__name__)}")
+    if a.shape[0] <= 0:
+        raise ValueError(f"M must be positive, got {a.shape[0]}")
+    w = prepared_weight
+    native = _Prepared(w.weight, w.scale, w.n, w.k, fused=True)
+    if config is None:
+        return _ops.gemm_a16wfp4(a, native, out=out, fused_only=True, stream=stream)
+    if not isinstance(config, DenseGemmConfig):
+        raise TypeError(f"config must be a DenseGemmConfig, got {type(config).__name__}")
+    if _is_compiling() or _dispatch_modes():
+        raise TypeError("flydsl_gemm_a16wfp4: config= is eager only; under torch.compile the op picks the tile")
+    params = _configs.from_tile(w.n, w.k, config.block_m, config.tile_n, config.tile_k, config.k_wave)
+    with _on_stream(stream):
+        if out is None:
+            _gemm_plan.check_x(a, w.k)
+            out = torch.empty((a.shape[0], w.n), dtype=torch.bfloat16, device=a.device)
+        _runtime.launch(_gemm_plan.plan(a, native, out, params=params), stream=stream)
+    return out
+

@@ -1,0 +1,127 @@
+"""GPU (NVIDIA): SGLang's graph-pinned decode sequence through flyaot.compat.aiter, captured in a CUDA
+graph and replayed with new context lengths. A cubin compiled here with nvcc stands in for the staged
+decode kernel (same symbol and arguments): each CTA writes weight_scale * (row + 1) over the visible
+tokens of the chunks its cta_info row names, so the output shows which schedule the replay ran."""
+import os
+import shutil
+import subprocess
+
+import pytest
+import torch
+
+pytestmark = pytest.mark.gpu
+
+PARAMS = {"path": "staged", "heads": 64, "head_dim": 128, "page_size": 64, "block_k": 256, "num_warps": 4,
+          "weight_load": "vector"}
+SYMBOL = "mqa_decode_staged_h64_d128_p64_bk256_w4"
+SOURCE = r"""
+extern "C" __global__ void %s(float *out, const void *q, const void *q_scale, const void *kv_cache,
+        const void *kv_scale, const int *block_tables, const void *weights, const int *cta_info, int next_n,
+        int max_seq_len, long long stride_out, long long stride_kv, long long stride_ks, int stride_bt,
+        float weight_scale) {
+    const int *c = cta_info + 4 * blockIdx.x;
+    int row = c[0], start = c[1] * 256, end = (c[1] + c[2]) * 256, ctx = c[3];
+    int limit = min(ctx - next_n + 1 + row %% next_n, max_seq_len);
+    for (int t = start + (int)threadIdx.x; t < end && t < limit; t += blockDim.x)
+        out[row * stride_out + t] = weight_scale * (float)(row + 1);
+}
+""" % SYMBOL
+# (name, ctype, offset): the kernel's parameters as the C ABI lays them out
+ARGS = [("out", "void*", 0), ("q", "void*", 8), ("q_scale", "void*", 16), ("kv_cache", "void*", 24),
+        ("kv_scale", "void*", 32), ("block_tables", "void*", 40), ("weights", "void*", 48), ("cta_info", "void*", 56),
+        ("next_n", "int32_t", 64), ("max_seq_len", "int32_t", 68), ("stride_out", "int64_t", 72),
+        ("stride_kv", "int64_t", 80), ("stride_ks", "int64_t", 88), ("stride_bt", "int32_t", 96),
+        ("weight_scale", "float", 100)]
+SIZES = {"void*": 8, "int32_t": 4, "int64_t": 8, "float": 4}
+
+
+@pytest.fixture
+def stand_in(tmp_path, monkeypatch):
+    if torch.version.hip or not torch.cuda.is_available():
+        pytest.skip("the cubin stand-in needs an NVIDIA GPU")
+    nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+    if not os.path.exists(nvcc):
+        pytest.skip("nvcc not found")
+    import sys
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parents[1] / "runtime"))
+    from runtime_helpers import write_store
+
+    from flyaot import runtime
+    from flyaot.formats.manifest import Spec
+    major, minor = torch.cuda.get_device_capability(0)
+    target = f"sm_{major}{minor}"
+    (tmp_path / "k.cu").write_text(SOURCE)
+    subprocess.run([nvcc, "--cubin", f"-arch={target}", "-o", str(tmp_path / "k.cubin"), str(tmp_path / "k.cu")],
+                   check=True, capture_output=True, timeout=300)
+    entry = {"family": "mqa_decode", "params": PARAMS, "key": Spec.make("mqa_decode", PARAMS, target).key,
+             "symbol": SYMBOL, "block": [256, 1, 1], "kernarg_size": 104, "kernarg_align": 8,
+             "args": [{"name": n, "ctype": c, "kind": "global_buffer" if c == "void*" else "by_value", "offset": o,
+                       "size": SIZES[c]} for n, c, o in ARGS],
+             "resources": {"vgpr": 0, "agpr": 0, "sgpr": 0, "lds": 0, "scratch": 0, "vgpr_spill": 0,
+                           "sgpr_spill": 0, "wavefront_size": 32, "max_workgroup_size": 1024,
+                           "uses_dynamic_stack": False}}
+    store = write_store(tmp_path / "store", target, {"stand_in": (entry, (tmp_path / "k.cubin").read_bytes())})
+    monkeypatch.setenv("FLYAOT_PREBUILT_PATH", str(store))
+    monkeypatch.setenv("FLYAOT_DISABLE_JIT", "1")
+    runtime.reset()
+    yield
+    runtime.reset()
+
+
+def _inputs(batch, pages, dev):
+    u8 = dict(dtype=torch.uint8, device=dev)
+    return (torch.zeros(batch, 1, 64, 64, **u8), torch.zeros(batch, 1, 1, 4, 16, 4, **u8),
+            torch.zeros(pages, 1, 4, 64, 16, **u8), torch.zeros(pages, 1, 4, 64, **u8),
+            torch.zeros(batch, 8, dtype=torch.int32, device=dev), torch.zeros(batch, 64, dtype=torch.bfloat16, device=dev))
+
+
+def _expected(lens, msl, weight_scale, fill):
+    rows = len(lens)
+    want = torch.full((rows, msl), fill)
+    for r, c in enumerate(lens):
+        want[r, :min(c, msl)] = weight_scale * (r + 1)
+    return want
+
+
+def test_graph_pinned_decode_captures_and_replays(stand_in):
+    from flyaot.compat import aiter
+    dev, batch, msl, units = torch.device("cuda"), 3, 512, 8
+    q, qs, kv, ks, bt, w = _inputs(batch, 16, dev)
+    lens = torch.tensor([300, 5, 0], dtype=torch.int32, device=dev)
+    cta_info = torch.empty(units, 4, dtype=torch.int32, device=dev)
+    out = torch.empty(batch, msl, device=dev)
+
+    def step():
+        aiter.compute_varctx_schedule(lens, 256, units, msl, next_n=1, cta_info_out=cta_info)
+        out.fill_(float("-inf"))
+        aiter.flydsl_pa_mqa_logits_fp4(q, qs, kv, ks, bt, w, lens, msl, next_n=1, block_k=256, kv_block_size=64,
+                                       num_warps=4, weight_scale=0.5, cta_info=cta_info, total_ctas=units, out=out)
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        step()                                             # loads the module outside the capture
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    assert torch.equal(out.cpu(), _expected([300, 5, 0], msl, 0.5, float("-inf")))
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    for new in ([512, 0, 257], [1, 600, 64]):
+        lens.copy_(torch.tensor(new, dtype=torch.int32))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(out.cpu(), _expected(new, msl, 0.5, float("-inf"))), new
+
+
+def test_stream_argument_orders_the_schedule_and_the_kernel(stand_in):
+    from flyaot.compat import aiter
+    dev, batch, msl = torch.device("cuda"), 2, 256
+    q, qs, kv, ks, bt, w = _inputs(batch, 8, dev)
+    lens = torch.tensor([200, 17], dtype=torch.int32, device=dev)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    out = aiter.flydsl_pa_mqa_logits_fp4(q, qs, kv, ks, bt, w, lens, msl, next_n=1, parallel_unit_num=4,
+                                         weight_scale=2.0, stream=s)
+    s.synchronize()
+    assert torch.equal(out.cpu(), _expected([200, 17], msl, 2.0, float("-inf")))
