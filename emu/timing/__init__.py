@@ -22,7 +22,7 @@ def _env() -> str:
 
 
 class Recorder:
-    """Collects (kernel name, Timing) of every emulator launch made while it is active."""
+    """Collects (kernel name, Timing, replay) of every emulator launch made while it is active."""
 
     def __init__(self, params: Params, samples: int, functional: bool):
         self.params, self.samples, self.functional = params, samples, functional
@@ -41,16 +41,26 @@ def record(params: Params = Params(), samples: int = 16, functional: bool = True
         _RECORDERS.remove(rec)
 
 
+def replay(launch):
+    """params -> Timing of a launch already run by time_launch (same traces, other parameters)."""
+    tracer, ids = launch.timing_trace
+    prep, grid, nwaves = launch.prep, launch.grid, launch.nwaves
+
+    def again(params: Params, error: bool = False) -> Timing:
+        return model(prep, grid, nwaves, tracer, ids, params=params, error=error)
+    return again
+
+
 def time_driver_launch(name, launch) -> Timing:
     """The driver's entry: model `launch` with the innermost recorder's settings (or the env's)."""
     if _RECORDERS:
         rec = _RECORDERS[-1]
         res = time_launch(launch, samples=rec.samples, functional=rec.functional, params=rec.params)
-        rec.launches.append((name, res))
+        rec.launches.append((name, res, replay(launch)))
         return res
     samples = int(os.environ.get("FLYAOT_EMU_TIMING_SAMPLES", "16"))
     return time_launch(launch, samples=samples, functional=_env() != "sample")
 
 
-__all__ = ["Params", "Recorder", "Timing", "enabled", "model", "occupancy", "record", "sample_ids",
+__all__ = ["Params", "Recorder", "replay", "Timing", "enabled", "model", "occupancy", "record", "sample_ids",
            "time_driver_launch", "time_launch"]

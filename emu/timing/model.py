@@ -95,10 +95,11 @@ def time_launch(launch, *, samples: int = 16, rounds: int = 2, functional: bool 
                 launch.run_workgroup(wg)
     finally:
         launch.observer = None
+    launch.timing_trace = (tracer, ids)      # lets a caller re-model the same run with other Params
     return model(launch.prep, grid, launch.nwaves, tracer, ids, rounds=rounds, params=params)
 
 
-def model(prep, grid, waves_per_wg, tracer, ids, *, rounds=2, params=Params()) -> Timing:
+def model(prep, grid, waves_per_wg, tracer, ids, *, rounds=2, params=Params(), error=True) -> Timing:
     ops = static.ops_of(prep)
     facts = prep.program.facts
     total = grid[0] * grid[1] * grid[2]
@@ -122,7 +123,7 @@ def model(prep, grid, waves_per_wg, tracer, ids, *, rounds=2, params=Params()) -
     stats = {}
     cycles = estimate(traces, stats)
     err = 0.0
-    if len(traces) >= 4:
+    if error and len(traces) >= 4:
         a, b = estimate(traces[0::2]), estimate(traces[1::2])
         err = abs(a - b) / max(a + b, 1e-9)
     kernel_us = cycles / T.CLOCK_HZ * 1e6

@@ -149,6 +149,7 @@ def test_timing_leaves_results_bit_identical(emu_samples_store, tmp_path):
         with timing.record() as rec:
             rt.launch(plan.plan(kernel, timed), None)
         assert rec.launches and rec.launches[0][1].us > T.LAUNCH_US
+        assert rec.launches[0][2](timing.Params()).cycles == rec.launches[0][1].cycles
         for name in reference.expected(kernel, plain):
             a, b = plain[name], timed[name]
             assert torch.equal(a.view(torch.uint8) if a.is_floating_point() else a,
