@@ -139,6 +139,15 @@ def pack_kernarg(kernel, values) -> bytes:
     return bytes(buf)
 
 
+def padded(t: torch.Tensor, extra_bytes: int = 1 << 16) -> torch.Tensor:
+    """`t` copied to the front of a larger zeroed storage: the upstream kernels prefetch past the ends
+    of their inputs (through buffer descriptors whose range is larger than the tensor), which the
+    hardware serves from whatever memory follows; here it is zeros inside the registered storage."""
+    t = t.contiguous()
+    n = t.numel() + -(-extra_bytes // t.element_size())
+    return torch.zeros(n, dtype=t.dtype)[:t.numel()].copy_(t.reshape(-1)).view(t.shape)
+
+
 def launch(code, kernel, grid, block, kernarg: bytes, tensors):
     """A machine.Launch of the kernel over CPU tensors (the caller runs or times it)."""
     mem = Memory()

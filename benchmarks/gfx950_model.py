@@ -80,14 +80,22 @@ def _time(launch, samples):
     return res, timing.replay(launch)
 
 
+def _unpoisoned(bt, pages):
+    """The test data marks unused block-table entries with an invalid page; the upstream kernels
+    prefetch the next chunk's page ids past a sequence's end, so point those at a real page."""
+    return torch.where((bt < 0) | (bt >= pages), torch.zeros_like(bt), bt)
+
+
 def upstream_decode(up, row, b, nn, ctx_max, heads, samples):
     import aiter_kernels as AK
     from mqa_decode import problem
     from flyaot.kernel_defs.mqa_decode.schedule import build_schedule, default_parallel_units
     args, msl, _ = problem(b, nn, ctx_max, heads, "cpu")
     q, qs, kv, kvs, bt, w, cl = args
+    bt = _unpoisoned(bt, kv.shape[0])
+    q, qs, kv, kvs, bt, w = (AK.padded(t) for t in (q, qs, kv, kvs, bt, w))
     pgrid = default_parallel_units(b, nn, msl, 256)
-    cta, _ = build_schedule(cl, 256, pgrid, msl, nn)
+    cta = AK.padded(build_schedule(cl, 256, pgrid, msl, nn)[0])
     out = torch.empty(b * nn, msl)
     launcher, threads = up.decode_kernel(bt.shape[1], nn, heads)
     vals = [out, q, qs, kv, kvs, bt, w, cta, out.stride(0), 1.0]
@@ -118,6 +126,8 @@ def upstream_prefill(up, row, b, q, kv, samples):
     from mqa_prefill import problem
     tensors, windows, msl = problem(b, q, kv, "cpu")
     qf, qs, kvc, kvs, bt, w = tensors
+    bt = _unpoisoned(bt, kvc.shape[0])
+    qf, qs, kvc, kvs, bt, w = (AK.padded(t) for t in (qf, qs, kvc, kvs, bt, w))
     rb, ls, le = windows
     rows = qf.shape[0]
     slots = rows * max(1, -(-msl // 256))
@@ -132,6 +142,7 @@ def upstream_prefill(up, row, b, q, kv, samples):
         cta[:len(sched), 3] = t[:, 2]
         cta[:len(sched), 4] = ls[t[:, 0].long()]
         cta[:len(sched), 5] = le[t[:, 0].long()]
+    cta = AK.padded(cta)
     out = torch.empty(rows, msl)          # lazily backed: only the sampled workgroups write
     launcher, threads = up.prefill_kernel(bt.shape[1], qf.shape[1])
     vals = [out, qf, qs, kvc, kvs, bt, w, cta, out.stride(0), 1.0]
