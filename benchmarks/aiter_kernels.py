@@ -27,8 +27,11 @@ class Upstream:
         self.root = pathlib.Path(aiter_dir).resolve()
         if not (self.root / "aiter/ops/flydsl/kernels/mqa_logits/pa_mqa_logits_fp4.py").is_file():
             raise SystemExit(f"{self.root}: not an aiter checkout with the FlyDSL FP4 MQA kernels")
+        import tempfile
         from flyaot.build_tools.toolchain import setup_process_env
-        setup_process_env()
+        # a private toolkit folder: the shared default one may be rewritten by other processes
+        self._toolkit = tempfile.TemporaryDirectory(prefix="flyaot-toolkit-")
+        setup_process_env(self._toolkit.name)
         self._install_stubs()
 
     # ----- imports from the checkout -----

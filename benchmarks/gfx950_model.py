@@ -282,6 +282,8 @@ def main():
     ap.add_argument("--json", help="write the rows here")
     ap.add_argument("--only", default="decode,prefill,gemm")
     ap.add_argument("--samples", type=int, default=12, help="workgroups emulated per launch")
+    ap.add_argument("--prefill-samples", type=int, default=4,
+                    help="workgroups emulated per prefill launch (flyaot's walk every chunk of a row)")
     a = ap.parse_args()
     import aiter_kernels
     up = aiter_kernels.Upstream(a.aiter)
@@ -300,11 +302,12 @@ def main():
                                        "gemm": upstream_gemm}[fam]),
                          ("flyaot", {"decode": flyaot_decode, "prefill": flyaot_prefill, "gemm": flyaot_gemm}[fam])):
             t = time.time()
+            samples = a.prefill_samples if fam == "prefill" else a.samples
             try:
                 if kind == "upstream":
-                    fn(up, ru, *dims, a.samples)
+                    fn(up, ru, *dims, samples)
                 else:
-                    fn(rf, *dims, a.samples)
+                    fn(rf, *dims, samples)
             except Exception as e:        # a row the model cannot reach is reported, not dropped
                 (ru if kind == "upstream" else rf).note = f"failed: {type(e).__name__}: {e}"[:160]
             print(f"[{time.time() - t0:6.0f}s] {fam:8s} {shape:18s} {kind:8s} ({time.time() - t:.1f}s)",

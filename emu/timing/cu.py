@@ -30,6 +30,7 @@ class Rates:
     l1_bw: float
     l2_bw: float
     hbm_bw: float
+    hbm_fraction: float = 1.0    # share of first-touch lines really served by HBM (the rest: caches)
 
 
 @dataclass
@@ -203,12 +204,13 @@ def simulate(ops, workgroups, slots: Slots, rates: Rates, stats: dict | None = N
             cu["vmem"] = t + max(issue, nbytes / rates.l1_bw)
             l1 = cu["l1"] = max(t, cu["l1"]) + nbytes / rates.l1_bw
             l2 = cu["l2"] = max(t, cu["l2"]) + lines * T.CACHE_LINE_BYTES / rates.l2_bw
-            hb = nbytes if op.store else new * T.CACHE_LINE_BYTES
+            hb = nbytes if op.store else new * T.CACHE_LINE_BYTES * rates.hbm_fraction
             hbm = cu["hbm"] = max(t, cu["hbm"]) + hb / rates.hbm_bw
             if op.store:
                 done = max(t + rates.store_lat, l1, l2)
             else:
-                done = max(t + (rates.hbm_lat if new else rates.l2_lat), l1, l2, hbm)
+                lat = rates.l2_lat + (rates.hbm_lat - rates.l2_lat) * rates.hbm_fraction if new else rates.l2_lat
+                done = max(t + lat, l1, l2, hbm)
             if w.vm and w.vm[-1] > done:
                 done = w.vm[-1]
             w.vm.append(done)

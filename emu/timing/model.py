@@ -108,6 +108,13 @@ def model(prep, grid, waves_per_wg, tracer, ids, *, rounds=2, params=Params(), e
     per_cu = -(-total // T.CUS)
     rates = rates_for(params, min(T.CUS, total))
     traces = [tracer.workgroups[tuple(i)] for i in ids]
+    # Lines the sample touched first extrapolate to the grid's HBM traffic only while workgroups do
+    # not share data; the grid cannot read more from HBM than the inputs it reads (compulsory misses,
+    # caches assumed to hold the rest), so scale first touches down to that footprint.
+    new_bytes = len(tracer.lines) * T.CACHE_LINE_BYTES * total / max(1, len(ids))
+    footprint = sum((-(-n // T.CACHE_LINE_BYTES) + 1) * T.CACHE_LINE_BYTES for n in tracer.read_allocs.values())
+    if footprint and new_bytes > footprint:
+        rates.hbm_fraction = footprint / new_bytes
     ninstr = sum(len(tr) for wg in traces for tr in wg)
     concurrent = max(1, (wps * T.SIMDS_PER_CU) // max(1, waves_per_wg))
     if slots.lds_bytes:

@@ -29,6 +29,7 @@ class Tracer:
         self.ops = static.ops_of(prep)
         self.traced = traced            # set of workgroup ids to trace; None = all
         self.lines: set = set()
+        self.read_allocs: dict = {}     # base address -> bytes of each allocation vector loads read
         self.workgroups: dict = {}      # wg id -> [trace per wave]
         self.probes = [self._probe_for(i, o) for i, o in zip(prep.instrs, self.ops)]
 
@@ -78,8 +79,15 @@ class Tracer:
             except Exception:           # an address the model cannot form: count bytes only
                 return (n * nb, -(-n * nb // T.CACHE_LINE_BYTES), 0)
             lines = np.unique(np.concatenate([a >> _LINE_SHIFT, (a + U64(nb - 1)) >> _LINE_SHIFT]))
+            if not op.store:
+                self._note_alloc(w.mem, int(a[0]))
             return (n * nb, int(lines.size), self._new_lines(lines.tolist()))
         return probe
+
+    def _note_alloc(self, mem, addr):
+        dv = mem.dword_view(addr, addr + 1)
+        if dv is not None and dv[1] not in self.read_allocs:
+            self.read_allocs[dv[1]] = dv[0].nbytes
 
     def _lds_probe(self, ins, op):
         name = ins.op

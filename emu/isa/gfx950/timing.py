@@ -54,3 +54,7 @@ LDS_MIN_CYCLES = 2          # LDS pipe time of a conflict-free wave64 dword acce
 # ----- launch -----
 LAUNCH_US = 1.8             # fitted: fixed cost per kernel (dispatch, ramp-up, tail, end of kernel)
 WORKGROUP_DISPATCH_CYCLES = 100   # a CU starts the next workgroup this long after a slot frees
+
+# ----- validation (benchmarks/gfx950_model.py, held-out half of the seed rows) -----
+# family -> (geometric-mean |error|, max |error|) of the modeled upstream kernels against MI355X
+VALIDATION = {}
