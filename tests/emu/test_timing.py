@@ -134,7 +134,7 @@ def test_occupancy_limits_a_crowded_cu():
     assert run(256) > 2.5 * run(64)
 
 
-def test_timing_leaves_results_bit_identical(emu_samples_store, tmp_path):
+def test_timing_leaves_results_bit_identical(emu_samples_store, tmp_path, monkeypatch):
     pytest.importorskip("flydsl")
     from flyaot.kernel_defs.emu_samples import plan, reference
     from flyaot.runtime.config import Config
@@ -144,13 +144,17 @@ def test_timing_leaves_results_bit_identical(emu_samples_store, tmp_path):
                               disable_jit=True, record_misses="", device="emu")
     rt = Runtime(cfg)
     for kernel in plan.KERNELS:
-        plain, timed = reference.make_case(kernel), reference.make_case(kernel)
+        plain, timed, by_env = (reference.make_case(kernel) for _ in range(3))
         rt.launch(plan.plan(kernel, plain), None)
         with timing.record() as rec:
             rt.launch(plan.plan(kernel, timed), None)
+        with monkeypatch.context() as mp:
+            mp.setenv("FLYAOT_EMU_TIMING", "1")
+            rt.launch(plan.plan(kernel, by_env), None)
         assert rec.launches and rec.launches[0][1].us > T.LAUNCH_US
         assert rec.launches[0][2](timing.Params()).cycles == rec.launches[0][1].cycles
         for name in reference.expected(kernel, plain):
-            a, b = plain[name], timed[name]
-            assert torch.equal(a.view(torch.uint8) if a.is_floating_point() else a,
-                               b.view(torch.uint8) if b.is_floating_point() else b), (kernel, name)
+            for other in (timed, by_env):
+                a, b = plain[name], other[name]
+                assert torch.equal(a.view(torch.uint8) if a.is_floating_point() else a,
+                                   b.view(torch.uint8) if b.is_floating_point() else b), (kernel, name)
