@@ -66,7 +66,7 @@ class Row:
         if not self.replays:
             return None
         us = sum(r(params).kernel_us for r in self.replays)
-        fill = self.fill_bytes / (T.HBM_BYTES_PER_S * params.bandwidth_efficiency) * 1e6
+        fill = self.fill_bytes / (T.HBM_BYTES_PER_S * min(1.0, params.bandwidth_efficiency)) * 1e6
         return us + fill + params.launch_us
 
 
@@ -263,17 +263,31 @@ def geomean_abs(errs):
     return math.exp(sum(errs) / len(errs)) - 1 if errs else float("nan")
 
 
+GRID = {"mem_latency_scale": (0.5, 0.7, 1.0, 1.4, 2.0, 2.8, 4.0),
+        "bandwidth_efficiency": (0.5, 0.7, 1.0, 1.4, 2.0),
+        "valu_scale": (0.5, 0.75, 1.0, 1.5, 2.0, 3.0)}
+
+
 def fit(rows):
-    """Grid search of the global parameters minimising the squared log error over `rows`."""
-    best = None
-    for s, eff in itertools.product((0.5, 0.7, 1.0, 1.4, 2.0), (0.5, 0.65, 0.8, 1.0)):
-        base = timing.Params(launch_us=0.0, mem_latency_scale=s, bandwidth_efficiency=eff)
-        pre = [(r.modeled(base), r.measured) for r in rows]
-        for launch in [x * 0.1 for x in range(0, 41)]:
-            loss = sum(math.log((m + launch) / meas) ** 2 for m, meas in pre)
-            if best is None or loss < best[0]:
-                best = (loss, timing.Params(launch_us=launch, mem_latency_scale=s, bandwidth_efficiency=eff))
-    return best[1]
+    """Least squares of the log error over `rows`: coordinate descent over the grid of each model
+    parameter (the launch overhead, which needs no re-simulation, is searched at every step)."""
+    cache = {}
+
+    def loss_of(p):
+        key = (p.mem_latency_scale, p.bandwidth_efficiency, p.valu_scale)
+        if key not in cache:
+            base = timing.Params(launch_us=0.0, mem_latency_scale=key[0], bandwidth_efficiency=key[1],
+                                 valu_scale=key[2])
+            pre = [(r.modeled(base), r.measured) for r in rows]
+            cache[key] = min((sum(math.log((m + x) / meas) ** 2 for m, meas in pre), x)
+                             for x in [i * 0.05 for i in range(0, 81)])
+        return cache[key]
+
+    cur = timing.Params(launch_us=0.0, mem_latency_scale=1.0, bandwidth_efficiency=1.0, valu_scale=1.0)
+    for _ in range(3):
+        for name, values in GRID.items():
+            cur = min((timing.Params(**{**cur.__dict__, name: v}) for v in values), key=lambda p: loss_of(p)[0])
+    return timing.Params(**{**cur.__dict__, "launch_us": loss_of(cur)[1]})
 
 
 def main():
@@ -320,7 +334,8 @@ def main():
     fitted = [r for r in upstream if r.fit]
     params = fit(fitted) if fitted else timing.Params()
     print(f"\nfitted on {len(fitted)} rows: launch_us={params.launch_us:.2f} "
-          f"mem_latency_scale={params.mem_latency_scale} bandwidth_efficiency={params.bandwidth_efficiency}\n")
+          f"mem_latency_scale={params.mem_latency_scale} bandwidth_efficiency={params.bandwidth_efficiency} "
+          f"valu_scale={params.valu_scale}\n")
     print("Calibration (upstream kernels, modeled vs measured on MI355X)")
     print(f"{'family':8s} {'shape':18s} {'half':4s} {'modeled':>9s} {'measured':>9s} {'error':>7s} {'samp':>5s}")
     halves = {True: [], False: []}

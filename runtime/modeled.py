@@ -75,7 +75,7 @@ def modeled_us(family: str, *shape, samples: int = 8) -> dict:
     with timing.record(params=params, samples=samples, functional=False) as rec:
         call()
     kernels = [(name, t.kernel_us, t.sampling_error) for name, t, _ in rec.launches]
-    fill = fill_bytes / (T.HBM_BYTES_PER_S * params.bandwidth_efficiency) * 1e6
+    fill = fill_bytes / (T.HBM_BYTES_PER_S * min(1.0, params.bandwidth_efficiency)) * 1e6
     return {"us": sum(k[1] for k in kernels) + fill + params.launch_us, "kernels": kernels,
             "fill_us": fill, "validation_error": T.VALIDATION.get(family)}
 

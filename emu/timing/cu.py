@@ -31,6 +31,7 @@ class Rates:
     l2_bw: float
     hbm_bw: float
     hbm_fraction: float = 1.0    # share of first-touch lines really served by HBM (the rest: caches)
+    valu_scale: float = 1.0      # multiplies VALU issue/latency cycles (fitted)
 
 
 @dataclass
@@ -83,6 +84,7 @@ def simulate(ops, workgroups, slots: Slots, rates: Rates, stats: dict | None = N
     age = 0
     end_time = 0.0
     issue = T.ISSUE_CYCLES
+    vscale = rates.valu_scale
     stalls = {"dep": 0.0, "wait": 0.0, "unit": 0.0, "barrier": 0.0}
 
     def dispatch(t):
@@ -178,8 +180,8 @@ def simulate(ops, workgroups, slots: Slots, rates: Rates, stats: dict | None = N
         stalls["dep"] += tdep - w.t
         nxt_t = t + issue
         if u == S.VALU:
-            valu_free[simd] = t + op.cycles
-            done = t + op.latency
+            valu_free[simd] = t + op.cycles * vscale
+            done = t + op.latency * vscale
             for k in op.writes:
                 ready[k] = done
         elif u == S.MFMA:

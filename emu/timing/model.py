@@ -24,8 +24,9 @@ from .trace import Tracer
 class Params:
     """The model's global, fitted parameters (docs/timing-model.md says how they were fitted)."""
     launch_us: float = T.LAUNCH_US
-    mem_latency_scale: float = 1.0      # multiplies the L2 / HBM / store latencies
-    bandwidth_efficiency: float = 1.0   # fraction of the peak L2 / HBM bandwidth a kernel sustains
+    mem_latency_scale: float = T.MEM_LATENCY_SCALE          # multiplies the L2 / HBM / store latencies
+    bandwidth_efficiency: float = T.BANDWIDTH_EFFICIENCY    # multiplies the L1 / L2 / HBM bandwidths
+    valu_scale: float = T.VALU_SCALE                        # multiplies the VALU cycle table
 
 
 @dataclass
@@ -72,8 +73,10 @@ def rates_for(params: Params, active_cus: int) -> CU.Rates:
     hbm = T.HBM_BYTES_PER_S / T.CLOCK_HZ / max(1, active_cus) * eff
     s = params.mem_latency_scale
     return CU.Rates(l2_lat=T.L2_HIT_CYCLES * s, hbm_lat=T.HBM_CYCLES * s, smem_lat=T.SMEM_HIT_CYCLES,
-                    store_lat=T.STORE_ACK_CYCLES * s, l1_bw=T.L1_BYTES_PER_CLK_PER_CU,
-                    l2_bw=T.L2_BYTES_PER_CLK_PER_CU * eff, hbm_bw=hbm)
+                    store_lat=T.STORE_ACK_CYCLES * s, l1_bw=T.L1_BYTES_PER_CLK_PER_CU * eff,
+                    l2_bw=T.L2_BYTES_PER_CLK_PER_CU * eff, hbm_bw=min(hbm, T.HBM_BYTES_PER_S / T.CLOCK_HZ /
+                                                                     max(1, active_cus)),
+                    valu_scale=params.valu_scale)
 
 
 def time_launch(launch, *, samples: int = 16, rounds: int = 2, functional: bool = True,
