@@ -15,13 +15,15 @@ from flyaot.emu.timing import static
 from flyaot.emu.timing.trace import lds_cycles
 
 END = ins("s_endpgm", enc="SOPP")
+# the table's own values, without the fitted scales
+TABLE = timing.Params(launch_us=0.0, mem_latency_scale=1.0, bandwidth_efficiency=1.0, valu_scale=1.0)
 
 
 def _cycles(body, grid=(1, 1, 1), block=(64, 1, 1), mem=None, **facts):
     prog = program(list(body) + [END])
     if facts:
         prog.facts = dataclasses.replace(prog.facts, **facts)
-    res = timing.time_launch(Launch(Prepared(prog), grid, block, b"", mem or Memory()), samples=64)
+    res = timing.time_launch(Launch(Prepared(prog), grid, block, b"", mem or Memory()), samples=64, params=TABLE)
     return res
 
 
@@ -88,7 +90,8 @@ def test_waitcnt_counts_allow_later_loads_outstanding():
     mem.register_array(arr)
     body = _load_body(arr, False, loads=2) + [ins("s_waitcnt", enc="SOPP", vmcnt=1, lgkmcnt=15, expcnt=7),
                                               ins("v_add_u32", [v(9)], [v(1), v(1)], enc="VOP2")]
-    res = timing.time_launch(Launch(Prepared(program(body + [END])), (1, 1, 1), (64, 1, 1), b"", mem))
+    res = timing.time_launch(Launch(Prepared(program(body + [END])), (1, 1, 1), (64, 1, 1), b"", mem),
+                             params=TABLE)
     assert res.stalls["wait"] * 1e-6 * T.CLOCK_HZ >= T.HBM_CYCLES - 8 * T.ISSUE_CYCLES
 
 
