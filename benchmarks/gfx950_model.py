@@ -19,7 +19,6 @@ peak). Each op time is its kernel's modeled time, plus the -inf fill of the logi
 These are model outputs, not measurements.
 """
 import argparse
-import itertools
 import json
 import math
 import pathlib

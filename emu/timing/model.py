@@ -11,8 +11,7 @@ them, or only the sampled ones when the results are not needed), replays them on
 The sampling error is the relative difference between the estimates from the even- and odd-numbered
 halves of the sample. The time adds the fixed launch overhead.
 """
-import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from ..isa.gfx950 import timing as T
 from . import cu as CU
@@ -143,4 +142,4 @@ def model(prep, grid, waves_per_wg, tracer, ids, *, rounds=2, params=Params(), e
                   wave_instructions=ninstr)
 
 
-__all__ = ["Params", "Timing", "time_launch", "model", "occupancy", "sample_ids", "replace"]
+__all__ = ["Params", "Timing", "time_launch", "model", "occupancy", "sample_ids"]
