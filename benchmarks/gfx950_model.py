@@ -2,14 +2,15 @@
 
     python benchmarks/gfx950_model.py --aiter DIR [--json PATH] [--only decode,prefill,gemm] [--samples N]
 
-DIR is a local aiter checkout (ROCm/aiter at cae82635 holds the A16WFP4 GEMM of PR #4772 and main's FP4
-MQA kernels). Its FlyDSL kernels are compiled with this build's FlyDSL toolchain and run in timing mode
-at every seed-table shape, sampled (a subset of workgroups is emulated; see docs/timing-model.md):
+DIR is a local aiter checkout holding its FlyDSL A16WFP4 GEMM and FP4 MQA kernels (e.g. ROCm/aiter at
+commit cae82635, the code the seed tables timed). Its kernels are compiled with this build's FlyDSL
+toolchain and run in timing mode at every seed-table shape, sampled (a subset of workgroups is
+emulated; see docs/timing-model.md):
 - decode (H64/H128, D128, page 64, ragged contexts as benchmarks/mqa_decode.py draws them) and prefill
   (B x Q x KV with the varqlen tail-causal windows, as benchmarks/mqa_prefill.py reads the seed shapes):
   upstream = aiter main's FP4 MQA kernels (the tables' "Old" columns), internal schedules;
-- GEMM: upstream = PR #4772's kernel with its own config choice (its measured time is the table's
-  "Target" column; the "Triton best" column is a Triton kernel this benchmark cannot compile).
+- GEMM: upstream = aiter's FlyDSL A16WFP4 kernel with its own config choice (its measured time is the
+  table's "Target" column; the "Triton best" column is a Triton kernel this benchmark cannot compile).
 A handful of global model parameters (launch overhead, memory-latency scale, bandwidth efficiency) is
 fitted on every other row of each table and validated on the rest; both halves are printed. Then
 flyaot's kernels run on the same model at every shape: modeled flyaot, modeled upstream, measured
@@ -43,7 +44,7 @@ PREFILL = [(None, None, None, 781.16, 610.38), (1, 512, 65536, 249.20, 200.74), 
            (1, 2048, 32768, 451.07, 356.27), (1, 1024, 131072, 910.54, 693.36), (4, 256, 16384, 121.77, 93.07),
            (8, 128, 8192, 69.46, 50.87), (1, 4096, 4096, 98.64, 56.60), (1, 8192, 8192, 372.80, 213.22),
            (2, 8192, 8192, 745.16, 423.80), (1, 8192, 32768, 1519.69, 1206.67)]
-# (N, K, M, PR #4772 measured us = the flyaot target)
+# (N, K, M, measured us of aiter's FlyDSL A16WFP4 kernel = the flyaot target)
 GEMM = [(1024, 3584, 1, 10.645), (1024, 3584, 512, 16.589), (1024, 3584, 4096, 44.048),
         (3584, 512, 1, 8.360), (3584, 512, 512, 10.912), (3584, 512, 4096, 33.172)]
 
