@@ -16,8 +16,20 @@ def _hook_arguments(parser) -> None:
                                          "if available")
 
 
+def _model_arguments(parser) -> None:
+    parser.add_argument("args", nargs="...", help="FAMILY SHAPE... [--samples N]: gemm N K M | decode B NEXT_N "
+                                                     "MAX_CTX [HEADS] | prefill B Q KV [HEADS]")
+
+
+def _model(a, config) -> int:
+    from .ops import modeled      # the emulator's timing model: a MODEL of MI355X time, said so in its output
+    return modeled.main(a.args)
+
+
 COMMANDS = (("selftest", "each family against its torch reference", _hook_arguments, _hook_command("selftest")),
-            ("bench", "each family's benchmark", _hook_arguments, _hook_command("bench")))
+            ("bench", "each family's benchmark", _hook_arguments, _hook_command("bench")),
+            ("model", "modeled MI355X time of an op at a shape (the emulator's timing model; not a measurement)",
+             _model_arguments, _model))
 
 
 def main(argv=None) -> int:

@@ -4,7 +4,8 @@
 
 1. A synthetic VALU/SALU loop (hand-built instructions, 4 waves) gives the raw instruction rate.
 2. A real FlyDSL-compiled kernel: the A16WFP4 GEMM at decode shape (M=1, N x K, compiled in a
-   subprocess) runs on the emulator and is checked against the torch reference.
+   subprocess) runs on the emulator and is checked against the torch reference; then again with the
+   timing model on (a sample of workgroups traced, then all of them): rates against timing off.
 Goal: >= 100k wave-instructions/s.
 """
 import argparse
@@ -20,6 +21,7 @@ import torch
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests" / "emu"))
 from exec_helpers import VCC, c, ins, label, launch, lit, program, s, v  # noqa: E402
 
+from flyaot.emu import timing  # noqa: E402
 from flyaot.emu.driver import Emulator  # noqa: E402
 
 
@@ -49,7 +51,7 @@ print(kb.kernel_name)
 """
 
 
-def gemm_decode(n, k):
+def gemm_decode(n, k, timed_samples=0):
     from flyaot.kernel_defs.gemm_a16wfp4 import configs, layout, plan, reference
     with tempfile.TemporaryDirectory() as d:
         path = pathlib.Path(d) / "gemm.co"
@@ -73,7 +75,11 @@ def gemm_decode(n, k):
         else:
             struct.pack_into("<i" if a.size == 4 else "<q", buf, a.offset, val)
     t = time.perf_counter()
-    cnt = drv.launch(fn, p.grid, p.block, bytes(buf), [x, out, weight.weight, weight.scales])
+    if timed_samples:
+        with timing.record(samples=timed_samples):
+            cnt = drv.launch(fn, p.grid, p.block, bytes(buf), [x, out, weight.weight, weight.scales])
+    else:
+        cnt = drv.launch(fn, p.grid, p.block, bytes(buf), [x, out, weight.weight, weight.scales])
     dt = time.perf_counter() - t
     ref = reference.gemm_reference(x.float(), w_packed, scales)
     err = (out.float() - ref).abs().max().item() / max(ref.abs().max().item(), 1e-9)
@@ -91,6 +97,11 @@ def main():
     print(f"{name} M=1 N={args.n} K={args.k} grid={grid}: {cnt.instructions} wave-instructions "
           f"({cnt.mfma} mfma, {cnt.vmem} vmem, {cnt.lds} lds) in {dt:.2f} s = "
           f"{cnt.instructions / dt:,.0f} wave-instr/s; max rel. error vs torch {err:.2e}")
+    base = cnt.instructions / dt
+    for samples, what in ((16, "timing on, 16 workgroups traced"), (1 << 30, "timing on, every workgroup traced")):
+        _, _, c2, dt2, _ = gemm_decode(args.n, args.k, timed_samples=samples)
+        print(f"  {what}: {c2.instructions / dt2:,.0f} wave-instr/s ({c2.instructions / dt2 / base:.2f}x of "
+              f"timing off); timing-model time {c2.timing.us:.2f} us")
 
 
 if __name__ == "__main__":

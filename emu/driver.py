@@ -16,6 +16,7 @@ from .decode import ISA_ARCH
 from .machine import Launch, Prepared
 from .memory import Memory
 from .program import Program
+from . import timing
 
 log = logging.getLogger("flyaot.emu")
 
@@ -60,7 +61,15 @@ class Emulator:
         for t in buffers:
             mem.register_tensor(t)
         kernarg = _with_hidden_args(function.kernel, bytes(kernarg), grid, block)
-        return Launch(function.prepared, grid, block, kernarg, mem, lds_bytes).run()
+        launch = Launch(function.prepared, grid, block, kernarg, mem, lds_bytes)
+        if not timing.enabled():
+            return launch.run()
+        result = timing.time_driver_launch(function.name, launch)
+        counters = launch.counters
+        counters.timing = result          # the modeled MI355X time of this launch
+        log.info("%s: modeled %.2f us on MI355X (timing model, sampling error %.0f%%)",
+                 function.name, result.us, 100 * result.sampling_error)
+        return counters
 
     def unload(self, module: EmuModule) -> None:
         module.info = None

@@ -115,6 +115,7 @@ class Launch:
         self.lds_size = facts.lds_size + int(lds_bytes)
         self.counters = Counters()
         self.counts = [0] * len(prep.instrs)
+        self.observer = None       # timing tracer: observer.workgroup(id, waves) -> wave runner
         threads = self.block[0] * self.block[1] * self.block[2]
         self.nwaves = -(-threads // LANES)
         self._waves = [Wave(mem=mem, agpr_base=facts.accum_offset, counters=self.counters,
@@ -185,10 +186,11 @@ class Launch:
         for w in waves:
             self._init_wave(w, wg_id, lds)
         prep, counts = self.prep, self.counts
+        runner = run_wave if self.observer is None else self.observer.workgroup(wg_id, waves)
         while True:
             for w in waves:
                 if not w.done and not w.at_barrier:
-                    run_wave(prep, w, counts)
+                    runner(prep, w, counts)
             alive = [w for w in waves if not w.done]
             if not alive:
                 break

@@ -4,7 +4,9 @@ N and K are runtime kernel arguments, so a config is only a tile shape and pipel
 (N, K) entry picks, per M bucket, the tile that fills MI355X's 256 CUs best for that shape, and the
 generic entry serves every other N, K divisible by 256. The numbers are first choices reasoned from
 grid size, LDS and register budgets (upstream publishes none); they have not been timed on gfx950
-(docs/families/gemm_a16wfp4.md#decision-tiles).
+(docs/families/gemm_a16wfp4.md#decision-tiles). The prefill buckets of (1024, 3584) and (3584, 512)
+were chosen on the emulator's MI355X timing model (benchmarks/gemm_model_tune.py): 64 x 128 tiles fill
+more CUs than 128 x 64 / 128 x 128.
 
 M buckets: "d16" M <= 16 and "d32" M <= 32 (decode), "mid" M <= 256, "prefill" beyond.
 """
@@ -26,9 +28,9 @@ TUNED = {
     (7168, 768): {"d16": _cfg("decode", 16, 32, 2, 1), "d32": _cfg("decode", 32, 32, 2, 1),
                   "mid": _cfg("prefill", 64, 64, 1, 1), "prefill": _cfg("prefill", 128, 128, 1, 1)},
     (1024, 3584): {"d16": _cfg("decode", 16, 32, 4, 1), "d32": _cfg("decode", 32, 32, 4, 1),
-                   "mid": _cfg("prefill", 64, 64, 1, 1), "prefill": _cfg("prefill", 128, 64, 1, 1)},
+                   "mid": _cfg("prefill", 64, 64, 1, 1), "prefill": _cfg("prefill", 64, 128, 1, 1)},
     (3584, 512): {"d16": _cfg("decode", 16, 32, 2, 1), "d32": _cfg("decode", 32, 32, 2, 1),
-                  "mid": _cfg("prefill", 64, 64, 1, 1), "prefill": _cfg("prefill", 128, 128, 1, 1)},
+                  "mid": _cfg("prefill", 64, 64, 1, 1), "prefill": _cfg("prefill", 64, 128, 1, 1)},
 }
 
 # Serves any N % 256 == 0, K % 256 == 0 (kstep 256 or 128 divides every such K).

@@ -44,7 +44,7 @@ CASES = [
     (configs.TUNED[(7168, 768)]["d32"], 33, 256, 768),       # decode tile on a mid M: two M blocks
     (configs.GENERIC["mid"], 33, 256, 512),                   # prefill order
     (configs.GENERIC["prefill"], 128, 256, 256),
-    (configs.TUNED[(1024, 3584)]["prefill"], 130, 256, 512),  # bm 128, bn 64, ragged M
+    (configs.TUNED[(1536, 7168)]["prefill"], 130, 256, 512),  # bm 128, bn 64, ragged M
 ]
 IDS = [f"{tiles.symbol(c)}-M{m}-N{n}-K{k}" for c, m, n, k in CASES]
 

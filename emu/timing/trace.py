@@ -1,0 +1,206 @@
+"""Recording what each wave executes, for the timing model to replay.
+
+The functional emulator runs unchanged; a traced workgroup runs its waves through `run_wave_traced`,
+which appends every executed instruction's index to the wave's trace and, for memory instructions,
+what the timing of that access depends on (read from the operands before the instruction runs):
+- vector memory: bytes moved, distinct cache lines, and how many of those lines this launch had not
+  touched before (they come from HBM; a line touched again is served by the caches);
+- LDS: the pipe cycles the access takes, bank conflicts included;
+- scalar memory: whether its line is new.
+Nothing here writes wave state, so traced and untraced runs compute the same results.
+"""
+import numpy as np
+
+from ..isa.gfx950 import timing as T
+from ..machine import _located, run_wave
+from ..semantics.salu_ops import WaveYield
+from ..wave import EmuError, LANES
+from . import static
+
+U64 = np.uint64
+_LINE_SHIFT = U64(T.CACHE_LINE_BYTES.bit_length() - 1)
+
+
+class Tracer:
+    """Per launch: which workgroups to trace, their traces, and the set of lines already touched."""
+
+    def __init__(self, prep, traced=None):
+        self.prep = prep
+        self.ops = static.ops_of(prep)
+        self.traced = traced            # set of workgroup ids to trace; None = all
+        self.lines: set = set()
+        self.read_allocs: dict = {}     # base address -> bytes of each allocation vector loads read
+        self.workgroups: dict = {}      # wg id -> [trace per wave]
+        self.probes = [self._probe_for(i, o) for i, o in zip(prep.instrs, self.ops)]
+
+    # ----- hook used by machine.Launch.run_workgroup -----
+    def workgroup(self, wg_id, waves):
+        if self.traced is not None and tuple(wg_id) not in self.traced:
+            return run_wave
+        traces = self.workgroups[tuple(wg_id)] = [[] for _ in waves]
+
+        def runner(prep, w, counts):
+            run_wave_traced(prep, w, counts, traces[w.wave_id], self.probes)
+        return runner
+
+    # ----- probes -----
+    def _probe_for(self, ins, op):
+        if op.unit == static.VMEM:
+            return self._vmem_probe(ins, op)
+        if op.unit == static.LDS:
+            return self._lds_probe(ins, op)
+        if op.unit == static.SMEM:
+            return self._smem_probe(ins)
+        return None
+
+    def _new_lines(self, lines) -> int:
+        seen = self.lines
+        new = 0
+        for ln in lines:
+            if ln not in seen:
+                seen.add(ln)
+                new += 1
+        return new
+
+    def _vmem_probe(self, ins, op):
+        nb = op.nbytes
+        addr_of = _buffer_addr if ins.enc in ("MUBUF", "MTBUF") else _global_addr
+        srcs = list(ins.src)
+        if ins.enc in ("MUBUF", "MTBUF") and op.store:
+            srcs = srcs[1:]
+
+        def probe(w, ins):
+            m = w.exec
+            n = int(m.sum())
+            if n == 0:
+                return (0, 0, 0)
+            try:
+                a = addr_of(w, ins, srcs, op.store)[m]
+            except Exception:           # an address the model cannot form: count bytes only
+                return (n * nb, -(-n * nb // T.CACHE_LINE_BYTES), 0)
+            lines = np.unique(np.concatenate([a >> _LINE_SHIFT, (a + U64(nb - 1)) >> _LINE_SHIFT]))
+            if not op.store:
+                self._note_alloc(w.mem, int(a[0]))
+            return (n * nb, int(lines.size), self._new_lines(lines.tolist()))
+        return probe
+
+    def _note_alloc(self, mem, addr):
+        dv = mem.dword_view(addr, addr + 1)
+        if dv is not None and dv[1] not in self.read_allocs:
+            self.read_allocs[dv[1]] = dv[0].nbytes
+
+    def _lds_probe(self, ins, op):
+        name = ins.op
+        if name in ("ds_bpermute_b32", "ds_permute_b32", "ds_swizzle_b32", "ds_nop") or not ins.src:
+            return lambda w, ins: T.LDS_MIN_CYCLES
+        if name.startswith(("ds_read2", "ds_write2")):
+            nb = 8 if name.endswith("b64") else 4
+            unit = nb * (64 if "st64" in name else 1)
+            offs = (int(ins.mods.get("offset0", 0)) * unit, int(ins.mods.get("offset1", 0)) * unit)
+        else:
+            nb = op.nbytes
+            offs = (int(ins.mods.get("offset", 0)),)
+
+        def probe(w, ins):
+            m = w.exec
+            if not m.any():
+                return 1
+            base = w.read(ins.src[0], 1)[0].astype(np.int64)[m]
+            return sum(lds_cycles(base + o, nb) for o in offs)
+        return probe
+
+    def _smem_probe(self, ins):
+        def probe(w, ins):
+            try:
+                base = int(w.read_u64(ins.src[0]))
+                off = ins.src[1] if len(ins.src) > 1 else None
+                if off is not None and off.kind in ("const", "literal"):
+                    base += off.value
+                elif off is not None and off.kind == "sgpr":
+                    base += int(w.sgpr[off.index])
+            except Exception:
+                return 0
+            return self._new_lines([base >> 7])
+        return probe
+
+
+def lds_cycles(addr: np.ndarray, nbytes: int) -> int:
+    """LDS pipe cycles of one access: lanes are served in groups that fit the bank width per clock;
+    a group takes as many cycles as its most loaded bank has distinct dwords (same dword: broadcast)."""
+    dw = max(1, nbytes // 4)
+    per_clk = max(1, T.LDS_BANKS // dw)
+    words = (addr[:, None] // 4 + np.arange(dw)[None, :]) & 0x3FFFFFFF
+    total = 0
+    for g in range(0, words.shape[0], per_clk):
+        grp = np.unique(words[g:g + per_clk].reshape(-1))
+        total += int(np.bincount(grp % T.LDS_BANKS, minlength=1).max())
+    return max(total, 1)
+
+
+def _global_addr(w, ins, srcs, is_store):
+    vaddr = srcs[0]
+    rest = srcs[2:] if is_store else srcs[1:]
+    saddr = rest[0] if rest and rest[0].kind == "sgpr" else None
+    off = int(ins.mods.get("offset", 0))
+    if saddr is not None:
+        base = int(w.sgpr[saddr.index]) | (int(w.sgpr[saddr.index + 1]) << 32)
+        a = w.read(vaddr, 1)[0].astype(U64) + U64(base)
+    else:
+        v = w.read(vaddr, 2)
+        a = v[0].astype(U64) | (v[1].astype(U64) << U64(32))
+    return (a.view(np.int64) + off).view(U64)
+
+
+def _buffer_addr(w, ins, srcs, is_store):
+    k = next(i for i, o in enumerate(srcs) if o.kind == "sgpr" and o.count == 4)
+    d = w.sgpr[srcs[k].index:srcs[k].index + 4]
+    base = int(d[0]) | ((int(d[1]) & 0xFFFF) << 32)
+    stride = (int(d[1]) >> 16) & 0x3FFF
+    soff = srcs[k + 1] if k + 1 < len(srcs) else None
+    so = 0
+    if soff is not None:
+        so = int(w.sgpr[soff.index]) if soff.kind == "sgpr" else (soff.value if soff.kind in
+                                                                   ("const", "literal") else 0)
+    num_records = int(d[2])
+    regs = [w.read(o)[j] for o in srcs[:k] if o.kind == "vgpr" for j in range(o.count)]
+    rel = np.full(LANES, int(ins.mods.get("offset", 0)), dtype=U64)
+    idxen, offen = bool(ins.mods.get("idxen")), bool(ins.mods.get("offen"))
+    if offen and regs:
+        rel = rel + regs[1 if idxen else 0].astype(U64)
+    if idxen and regs:
+        inside = regs[0].astype(U64) < U64(num_records)
+        rel = rel + regs[0].astype(U64) * U64(stride)
+    else:
+        inside = rel < U64(num_records)
+    # out-of-range lanes move no data; park them on one line so they cost at most one
+    return np.where(inside, rel + U64(base + so), U64(base))
+
+
+def run_wave_traced(prep, w, counts, trace, probes) -> None:
+    """machine.run_wave, also recording each executed instruction (and its probe's result)."""
+    instrs, handlers, nxt, index = prep.instrs, prep.handlers, prep.next_pc, prep.index
+    try:
+        i = index[w.pc]
+    except KeyError:
+        raise EmuError(f"{prep.program.name}: jump to 0x{w.pc:x}, not an instruction start") from None
+    ins = None
+    append = trace.append
+    try:
+        while True:
+            ins = instrs[i]
+            n = nxt[i]
+            w.pc = n
+            counts[i] += 1
+            p = probes[i]
+            append(i if p is None else (i, p(w, ins)))
+            handlers[i](w, ins)
+            if w.pc == n:
+                i += 1
+            else:
+                i = index[w.pc]
+    except WaveYield:
+        return
+    except Exception as e:
+        if isinstance(e, IndexError) and i >= len(instrs):
+            raise EmuError(f"{prep.program.name}: execution ran past the end of the kernel") from e
+        raise _located(prep, ins, e) from e

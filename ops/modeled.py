@@ -1,0 +1,105 @@
+"""Modeled MI355X time of a flyaot op at a shape, from the emulator's timing model.
+
+    flyaot model gemm N K M
+    flyaot model decode B NEXT_N MAX_CTX [HEADS]
+    flyaot model prefill B Q KV [HEADS]
+
+The op runs on the emulator with random inputs of that shape (contexts of decode rows are MAX_CTX,
+prefill rows use the tail-causal windows of the varqlen rule) and only a sample of its workgroups
+emulated; the kernel time comes from a cycle-approximate model of gfx950, calibrated against published
+MI355X kernel times (docs/timing-model.md). It is a model, not a measurement: the printed validation
+error is how far the model was from measured upstream kernels it was not fitted on.
+"""
+import argparse
+import sys
+
+import torch
+
+PAGE, HEAD_DIM = 64, 128
+
+
+def _gemm(n, k, m):
+    from ..kernel_defs.gemm_a16wfp4 import reference
+    from . import gemm_a16wfp4, prepare_mxfp4_weight
+    g = torch.Generator().manual_seed(0)
+    w, s = reference.random_weight(n, k, generator=g)
+    prep = prepare_mxfp4_weight(w, s)
+    x = torch.randn(m, k, generator=g).to(torch.bfloat16)
+    out = torch.empty(m, n, dtype=torch.bfloat16)
+    return lambda: gemm_a16wfp4(x, prep, out=out), 0
+
+
+def _decode(b, next_n, ctx, heads=64):
+    from ..kernel_defs.mqa_common import layouts
+    from . import pa_mqa_logits_fp4
+    g = torch.Generator().manual_seed(0)
+    kv = layouts.make_paged_kv([ctx] * b, HEAD_DIM, PAGE, g)
+    q, qs = layouts.make_q((b, next_n), heads, HEAD_DIM, g)
+    w = torch.randn(b * next_n, heads, generator=g).to(torch.bfloat16)
+    cl = torch.full((b,), ctx, dtype=torch.int32)
+    args = (q, qs, kv.kv_cache, kv.kv_scale, kv.block_tables, w, cl)
+    return lambda: pa_mqa_logits_fp4(*args, ctx, next_n=next_n), b * next_n * ctx * 4
+
+
+def _prefill(b, q, kv, heads=64):
+    from ..kernel_defs.mqa_common import layouts
+    from . import compute_prefill_schedule, compute_varqlen_windows, pa_mqa_logits_fp4_prefill
+    g = torch.Generator().manual_seed(0)
+    rows = b * q
+    paged = layouts.make_paged_kv([kv] * b, HEAD_DIM, PAGE, g)
+    qf, qs = layouts.make_q((rows,), heads, HEAD_DIM, g)
+    w = torch.randn(rows, heads, generator=g).to(torch.bfloat16)
+    cu = torch.arange(b + 1, dtype=torch.int32) * q
+    windows = compute_varqlen_windows(cu, torch.full((b,), kv, dtype=torch.int32), rows)
+    info, slots = compute_prefill_schedule(*windows, page_size=PAGE, max_seq_len=kv)
+    out = torch.empty(rows, kv)
+    tensors = (qf, qs, paged.kv_cache, paged.kv_scale, paged.block_tables, w)
+    return (lambda: pa_mqa_logits_fp4_prefill(*tensors, *windows, kv, out=out, cta_info=info, n_ctas=slots),
+            rows * kv * 4)
+
+
+OPS = {"gemm": _gemm, "decode": _decode, "prefill": _prefill}
+
+
+def modeled_us(family: str, *shape, samples: int = 8) -> dict:
+    """{'us', 'kernels': [(name, us, sampling error)], 'validation_error'} for one op call."""
+    import os
+
+    from ..emu import timing
+    from ..emu.isa.gfx950 import timing as T
+    os.environ["FLYAOT_DEVICE"] = "emu"
+    from ..runtime import reset
+    reset()
+    call, fill_bytes = OPS[family](*shape)
+    params = timing.Params()
+    with timing.record(params=params, samples=samples, functional=False) as rec:
+        call()
+    kernels = [(name, t.kernel_us, t.sampling_error) for name, t, _ in rec.launches]
+    fill = fill_bytes / (T.HBM_BYTES_PER_S * min(1.0, params.bandwidth_efficiency)) * 1e6
+    return {"us": sum(k[1] for k in kernels) + fill + params.launch_us, "kernels": kernels,
+            "fill_us": fill, "validation_error": T.VALIDATION.get(family)}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="flyaot model", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("family", choices=sorted(OPS))
+    ap.add_argument("shape", type=int, nargs="+")
+    ap.add_argument("--samples", type=int, default=8, help="workgroups emulated per launch")
+    a = ap.parse_args(argv)
+    r = modeled_us(a.family, *a.shape, samples=a.samples)
+    shape = "x".join(map(str, a.shape))
+    print(f"{a.family} {shape}: modeled MI355X time {r['us']:.2f} us  (a MODEL estimate, not a measurement)")
+    for name, us, err in r["kernels"]:
+        print(f"  kernel {name}: {us:.2f} us (sampling error {100 * err:.0f}%)")
+    if r["fill_us"]:
+        print(f"  -inf fill of the logits: {r['fill_us']:.2f} us")
+    v = r["validation_error"]
+    if v:
+        print(f"  model validation on held-out MI355X measurements of this family: geomean |error| "
+              f"{100 * v[0]:.0f}%, max |error| {100 * v[1]:.0f}%")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

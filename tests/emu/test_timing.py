@@ -1,0 +1,163 @@
+"""The timing model: it leaves results bit-identical, and each modeled effect follows the documented
+latencies of emu/isa/gfx950/timing.py (asserted from the table's values, not from totals)."""
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+
+from exec_helpers import EXEC, Operand, c, ins, lit, program, sp, v
+from flyaot.emu import timing
+from flyaot.emu.isa.gfx950 import timing as T
+from flyaot.emu.machine import Launch, Prepared
+from flyaot.emu.memory import Memory
+from flyaot.emu.timing import static
+from flyaot.emu.timing.trace import lds_cycles
+
+END = ins("s_endpgm", enc="SOPP")
+# the table's own values, without the fitted scales
+TABLE = timing.Params(launch_us=0.0, mem_latency_scale=1.0, bandwidth_efficiency=1.0, valu_scale=1.0)
+
+
+def _cycles(body, grid=(1, 1, 1), block=(64, 1, 1), mem=None, **facts):
+    prog = program(list(body) + [END])
+    if facts:
+        prog.facts = dataclasses.replace(prog.facts, **facts)
+    res = timing.time_launch(Launch(Prepared(prog), grid, block, b"", mem or Memory()), samples=64, params=TABLE)
+    return res
+
+
+def _mfma(dst, acc):
+    return ins("v_mfma_f32_16x16x32_bf16", [dst], [v(0, 4), v(4, 4), acc], enc="VOP3P")
+
+
+def test_dependent_mfma_chain_costs_its_passes():
+    per = static.mfma_cycles(_mfma(v(16, 4), v(16, 4)))
+    assert per == 2 * 16 * 16 * 32 // T.MFMA_FLOPS_PER_CLK_PER_SIMD["bf16"]
+    chain = [_mfma(v(16, 4), v(16, 4)) for _ in range(12)]
+    short, long = _cycles(chain[:4]).cycles, _cycles(chain).cycles
+    assert long - short == 8 * per
+    # a VALU reading the chain's result waits for the last MFMA to finish
+    use = ins("v_add_f32", [v(40)], [v(16), v(17)], enc="VOP2")
+    free = ins("v_add_f32", [v(40)], [v(41), v(42)], enc="VOP2")
+    assert _cycles(chain[:4] + [use]).cycles - _cycles(chain[:4] + [free]).cycles == per - T.ISSUE_CYCLES
+
+
+def test_fp4_scaled_mfma_runs_at_the_fp4_rate():
+    i4 = ins("v_mfma_scale_f32_16x16x128_f8f6f4", [v(16, 4)], [v(0, 8), v(0, 8), v(16, 4)], enc="VOP3P",
+             cbsz=4, blgp=4)
+    i8 = dataclasses.replace(i4, mods={})
+    assert static.mfma_cycles(i4) == 2 * 16 * 16 * 128 // T.MFMA_FLOPS_PER_CLK_PER_SIMD["fp4"]
+    assert static.mfma_cycles(i8) == 2 * static.mfma_cycles(i4)
+
+
+def _load_body(arr, wait, loads=1):
+    a = arr.ctypes.data
+    body = [ins("v_lshlrev_b32", [v(4)], [c(2), v(0)], enc="VOP2"),
+            ins("v_mov_b32", [v(3)], [lit(a >> 32)], enc="VOP1"),
+            ins("v_add_co_u32", [v(2), sp("vcc")], [lit(a & 0xFFFFFFFF), v(4)], enc="VOP3"),
+            ins("v_mov_b32", [v(3)], [lit(a >> 32)], enc="VOP1")]
+    for _ in range(loads):
+        body.append(ins("global_load_dword", [v(1)], [v(2, 2), sp("off")], enc="GLOBAL", offset=0))
+        if wait:
+            body.append(ins("s_waitcnt", enc="SOPP", vmcnt=0, lgkmcnt=15, expcnt=7))
+    return body
+
+
+def test_waitcnt_waits_for_the_outstanding_load():
+    arr = np.arange(64, dtype=np.uint32)
+    work = [ins("v_add_u32", [v(9)], [v(9), v(0)], enc="VOP2") for _ in range(100)]
+    wait = ins("s_waitcnt", enc="SOPP", vmcnt=0, lgkmcnt=15, expcnt=7)
+
+    def run(body):
+        mem = Memory()
+        mem.register_array(arr)
+        return _cycles(body, mem=mem).cycles
+    load = _load_body(arr, False)
+    before = run(load + [wait] + work)          # the wave sleeps through the HBM latency first
+    after = run(load + work + [wait])           # the 100 VALUs hide under the load
+    assert before >= T.HBM_CYCLES + 100 * T.VALU_CYCLES
+    assert before - after == pytest.approx(100 * T.VALU_CYCLES, abs=2 * T.ISSUE_CYCLES)
+    # a second load of the same lines is served by L2
+    twice = run(_load_body(arr, True, loads=2))
+    once = run(_load_body(arr, True, loads=1))
+    assert twice - once == pytest.approx(T.L2_HIT_CYCLES + T.ISSUE_CYCLES, abs=T.ISSUE_CYCLES)
+
+
+def test_waitcnt_counts_allow_later_loads_outstanding():
+    arr = np.arange(64, dtype=np.uint32)
+    mem = Memory()
+    mem.register_array(arr)
+    body = _load_body(arr, False, loads=2) + [ins("s_waitcnt", enc="SOPP", vmcnt=1, lgkmcnt=15, expcnt=7),
+                                              ins("v_add_u32", [v(9)], [v(1), v(1)], enc="VOP2")]
+    res = timing.time_launch(Launch(Prepared(program(body + [END])), (1, 1, 1), (64, 1, 1), b"", mem),
+                             params=TABLE)
+    assert res.stalls["wait"] * 1e-6 * T.CLOCK_HZ >= T.HBM_CYCLES - 8 * T.ISSUE_CYCLES
+
+
+def test_lds_bank_conflicts():
+    lanes = np.arange(64)
+    assert lds_cycles(lanes * 4, 4) == T.LDS_MIN_CYCLES              # one dword per bank per clock
+    assert lds_cycles(np.zeros(64, np.int64), 4) == T.LDS_MIN_CYCLES  # broadcast
+    same_bank = lanes * 4 * T.LDS_BANKS
+    assert lds_cycles(same_bank, 4) == 64                              # every lane on bank 0
+    body = lambda stride: [ins("v_lshlrev_b32", [v(1)], [c(stride), v(0)], enc="VOP2"),  # noqa: E731
+                           ins("ds_read_b32", [v(2)], [v(1)], enc="DS", offset=0),
+                           ins("s_waitcnt", enc="SOPP", vmcnt=63, lgkmcnt=0, expcnt=7)]
+    free = _cycles(body(2), lds_size=64 * 4 * T.LDS_BANKS).cycles
+    conflicted = _cycles(body(2 + int(np.log2(T.LDS_BANKS))), lds_size=64 * 4 * T.LDS_BANKS).cycles
+    assert conflicted - free == 64 - T.LDS_MIN_CYCLES
+
+
+def test_vgprs_limit_occupancy():
+    prog = program([END])
+    for vgprs, want in ((64, T.MAX_WAVES_PER_SIMD), (128, 4), (256, 2), (512, 1)):
+        facts = dataclasses.replace(prog.facts, vgpr_granules=vgprs // T.VGPR_GRANULE - 1)
+        assert timing.occupancy(facts, 1) == (want, "vgpr" if want < T.MAX_WAVES_PER_SIMD else "hardware")
+    # latency-bound single-wave workgroups: with one wave slot per SIMD they run one after another
+    arr = np.arange(64, dtype=np.uint32)
+    def run(vgprs):
+        mem = Memory()
+        mem.register_array(arr)
+        return _cycles(_load_body(arr, True, loads=4), grid=(8, 1, 1), mem=mem,
+                       vgpr_granules=vgprs // T.VGPR_GRANULE - 1)
+    wide, narrow = run(512), run(64)
+    assert wide.waves_per_simd == 1 and narrow.waves_per_simd == 8
+    assert wide.cycles == narrow.cycles        # 8 workgroups on 256 CUs: one per CU either way
+
+
+def test_occupancy_limits_a_crowded_cu():
+    arr = np.arange(256, dtype=np.uint32)
+    def run(vgprs):
+        mem = Memory()
+        mem.register_array(arr)
+        return _cycles(_load_body(arr, True, loads=4), grid=(T.CUS * 8, 1, 1), block=(256, 1, 1), mem=mem,
+                       vgpr_granules=vgprs // T.VGPR_GRANULE - 1).cycles
+    # 8 four-wave workgroups per CU: 2 resident at 2 waves/SIMD, all 8 at 8 waves/SIMD
+    assert run(256) > 2.5 * run(64)
+
+
+def test_timing_leaves_results_bit_identical(emu_samples_store, tmp_path, monkeypatch):
+    pytest.importorskip("flydsl")
+    from flyaot.kernel_defs.emu_samples import plan, reference
+    from flyaot.runtime.config import Config
+    from flyaot.runtime.dispatch import Runtime
+    cfg = dataclasses.replace(Config.from_env(), package_store=tmp_path / "none",
+                              extra_stores=(emu_samples_store,), cache_dir=tmp_path / "cache",
+                              disable_jit=True, record_misses="", device="emu")
+    rt = Runtime(cfg)
+    for kernel in plan.KERNELS:
+        plain, timed, by_env = (reference.make_case(kernel) for _ in range(3))
+        rt.launch(plan.plan(kernel, plain), None)
+        with timing.record() as rec:
+            rt.launch(plan.plan(kernel, timed), None)
+        with monkeypatch.context() as mp:
+            mp.setenv("FLYAOT_EMU_TIMING", "1")
+            rt.launch(plan.plan(kernel, by_env), None)
+        assert rec.launches and rec.launches[0][1].us > T.LAUNCH_US
+        assert rec.launches[0][2](timing.Params()).cycles == rec.launches[0][1].cycles
+        for name in reference.expected(kernel, plain):
+            for other in (timed, by_env):
+                a, b = plain[name], other[name]
+                assert torch.equal(a.view(torch.uint8) if a.is_floating_point() else a,
+                                   b.view(torch.uint8) if b.is_floating_point() else b), (kernel, name)
