@@ -18,7 +18,7 @@ SOURCE = r"""
 extern "C" __global__ void %s(float *out, const void *q, const void *q_scale, const void *kv_cache,
         const void *kv_scale, const int *block_tables, const void *weights, const int *cta_info, int next_n,
         int max_seq_len, long long stride_out, long long stride_kv, long long stride_ks, int stride_bt,
-        float weight_scale) {
+        float weight_scale, int rows, int num_pages, int bt_width) {
     const int *c = cta_info + 4 * blockIdx.x;
     int row = c[0], start = c[1] * 256, end = (c[1] + c[2]) * 256, ctx = c[3];
     int limit = min(ctx - next_n + 1 + row %% next_n, max_seq_len);
@@ -31,7 +31,8 @@ ARGS = [("out", "void*", 0), ("q", "void*", 8), ("q_scale", "void*", 16), ("kv_c
         ("kv_scale", "void*", 32), ("block_tables", "void*", 40), ("weights", "void*", 48), ("cta_info", "void*", 56),
         ("next_n", "int32_t", 64), ("max_seq_len", "int32_t", 68), ("stride_out", "int64_t", 72),
         ("stride_kv", "int64_t", 80), ("stride_ks", "int64_t", 88), ("stride_bt", "int32_t", 96),
-        ("weight_scale", "float", 100)]
+        ("weight_scale", "float", 100), ("rows", "int32_t", 104), ("num_pages", "int32_t", 108),
+        ("bt_width", "int32_t", 112)]
 SIZES = {"void*": 8, "int32_t": 4, "int64_t": 8, "float": 4}
 
 
@@ -48,19 +49,22 @@ def stand_in(tmp_path, monkeypatch):
 
     from flyaot import runtime
     from flyaot.formats.manifest import Spec
+    from flyaot.runtime.dispatch import current_id
     major, minor = torch.cuda.get_device_capability(0)
     target = f"sm_{major}{minor}"
     (tmp_path / "k.cu").write_text(SOURCE)
     subprocess.run([nvcc, "--cubin", f"-arch={target}", "-o", str(tmp_path / "k.cubin"), str(tmp_path / "k.cu")],
                    check=True, capture_output=True, timeout=300)
     entry = {"family": "mqa_decode", "params": PARAMS, "key": Spec.make("mqa_decode", PARAMS, target).key,
-             "symbol": SYMBOL, "block": [256, 1, 1], "kernarg_size": 104, "kernarg_align": 8,
+             "symbol": SYMBOL, "block": [256, 1, 1], "kernarg_size": 116, "kernarg_align": 8,
              "args": [{"name": n, "ctype": c, "kind": "global_buffer" if c == "void*" else "by_value", "offset": o,
                        "size": SIZES[c]} for n, c, o in ARGS],
              "resources": {"vgpr": 0, "agpr": 0, "sgpr": 0, "lds": 0, "scratch": 0, "vgpr_spill": 0,
                            "sgpr_spill": 0, "wavefront_size": 32, "max_workgroup_size": 1024,
                            "uses_dynamic_stack": False}}
-    store = write_store(tmp_path / "store", target, {"stand_in": (entry, (tmp_path / "k.cubin").read_bytes())})
+    # The entry's id is the content id a build from these kernel sources gets, so the runtime serves it.
+    sid = current_id(Spec.make("mqa_decode", PARAMS, target))
+    store = write_store(tmp_path / "store", target, {sid: (entry, (tmp_path / "k.cubin").read_bytes())})
     monkeypatch.setenv("FLYAOT_PREBUILT_PATH", str(store))
     monkeypatch.setenv("FLYAOT_DISABLE_JIT", "1")
     runtime.reset()
