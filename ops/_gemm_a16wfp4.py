@@ -144,7 +144,7 @@ def selftest(device):
     """Decode (split-K) and prefill configs through `gemm_a16wfp4` on small shapes, against the torch
     reference with arbitrary bf16 activations: relative L2 error <= 1e-4 and >= 99.9% bit-exact outputs.
     N and K are kernel arguments, so small N, K run the same code objects as the production shapes."""
-    from ..kernel_defs.gemm_a16wfp4 import configs, tiles
+    from ..kernel_defs.gemm_a16wfp4 import configs, geometry
     from ..kernel_defs.gemm_a16wfp4.reference import gemm_reference, random_weight
     from .hooks import check
     torch.device(device)          # a bad device string fails the hook, not each case
@@ -160,7 +160,7 @@ def selftest(device):
         return rel <= 1e-4 and exact >= 0.999, f"rel L2 {rel:.3g}, bit-exact {100 * exact:.2f}%"
 
     for m, n, k in ((7, 256, 512), (40, 256, 256)):
-        name = f"{tiles.symbol(configs.choose(n, k, m))} M{m} N{n} K{k}"
+        name = f"{geometry.symbol(configs.choose(n, k, m))} M{m} N{n} K{k}"
         yield check(name, lambda: case(m, n, k, m + n + k))
 
 
@@ -173,7 +173,7 @@ _BENCH_EMU = ((1, 256, 512), (64, 256, 256))
 def bench(device):
     """Median us per `gemm_a16wfp4` call with a preallocated output; on a GPU also torch's bf16 linear
     on the same device (in `detail`) as the baseline."""
-    from ..kernel_defs.gemm_a16wfp4 import configs, tiles
+    from ..kernel_defs.gemm_a16wfp4 import configs, geometry
     from ..kernel_defs.gemm_a16wfp4.reference import random_weight
     from .hooks import timed
     emu = torch.device(device).type == "cpu"
@@ -183,7 +183,7 @@ def bench(device):
         weight = prepare_mxfp4_weight(w.to(device), s.to(device))
         x = torch.randn(m, k, generator=g).to(torch.bfloat16).to(device)
         out = torch.empty(m, n, dtype=torch.bfloat16, device=device)
-        detail = tiles.symbol(configs.choose(n, k, m))
+        detail = geometry.symbol(configs.choose(n, k, m))
         if not emu:
             dense = torch.randn(n, k, generator=g).to(torch.bfloat16).to(device)
             _, base, _ = timed("", lambda: torch.nn.functional.linear(x, dense), device)
