@@ -10,8 +10,8 @@ import torch
 from ..registry import LaunchPlan  # noqa: F401  (the type plans return)
 from ..validate import check_device, check_int, check_no_overlap, check_rows_disjoint, check_tensor
 from . import configs, geometry
-from .layout import PreparedMXFP4Weight
 from .geometry import WAVE, WAVES
+from .layout import PreparedMXFP4Weight
 
 FUSED_ALIGN = 256        # N and K the kernels serve must be multiples of this
 
