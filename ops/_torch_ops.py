@@ -88,6 +88,9 @@ def traced_op(*, fake, out: str = "out", out_fields=None, expand=None, local=(),
     def decorate(fn):
         op_name = fn.__name__
         sig = inspect.signature(fn)
+        unknown = [n for n in (*local, *expand, *([out] if out_fields else [])) if n not in sig.parameters]
+        if unknown:
+            raise TypeError(f"{op_name}: {unknown} are not parameters of the public function")
         skip = {out, "stream", *local}
         # (public name, schema parameters it becomes, rebuild from their values or None)
         sources = []

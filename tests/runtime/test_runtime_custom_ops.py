@@ -110,6 +110,10 @@ def test_traced_calls_route_to_the_ops_and_match_eager():
     assert torch.equal(swapped[0][0], eager[0][0]) and torch.equal(swapped[0][1], b - a - 1)
 
 
+def _plain_scale(x: torch.Tensor, alpha: float):
+    return x * alpha
+
+
 def test_registering_twice_returns_the_same_op_and_a_fake_is_required():
     before = torch.ops.flyaot.trace_test_scale.default
     traced_op(fake=_fake)(trace_test_scale.__wrapped__)
@@ -118,3 +122,5 @@ def test_registering_twice_returns_the_same_op_and_a_fake_is_required():
         traced_op(fake=None)
     with pytest.raises(TypeError, match="needs a type annotation"):
         traced_op(fake=_fake)(lambda x, alpha: x)
+    with pytest.raises(TypeError, match=r"\['swap'\] are not parameters"):
+        traced_op(fake=_fake, local=("swap",))(_plain_scale)
