@@ -18,7 +18,7 @@ import torch
 
 from flyaot import runtime
 from flyaot.ops.timing import graph_median_us, on_prebuilt_target
-from flyaot.kernel_defs.gemm_a16wfp4 import configs, reference, tiles
+from flyaot.kernel_defs.gemm_a16wfp4 import configs, geometry, reference
 from flyaot.ops import gemm_a16wfp4, prepare_mxfp4_weight
 
 # (N, K, upstream target us per M), M in {1, 512, 4096}
@@ -49,7 +49,7 @@ def emulate(n, k, m):
     ref = reference.gemm_reference(x, w, s)
     rel = ((y.float() - ref.float()).norm() / ref.float().norm()).item()
     params = configs.choose(n, k, m)
-    t = tiles.tile(params)
+    t = geometry.tile(params)
     c = runtime.kernel("gemm_a16wfp4", params).loaded(-1).launcher.last_counters
     a_bytes = (n // t.bn) * m * k * 2                      # every N block reads the M rows once
     mfma_min = -(-m // t.bm) * t.m_tiles * (n // 16) * (k // 32)
@@ -75,7 +75,7 @@ def main():
                 continue
             em = min(m, a.emu_max_m)
             params, c, w_bytes, packed, mfma_min, rel = emulate(n, k, em)
-            print(f"{name:20s} emu M={em:4d} {tiles.symbol(params):38s} weight B read/packed "
+            print(f"{name:20s} emu M={em:4d} {geometry.symbol(params):38s} weight B read/packed "
                   f"{w_bytes / packed:5.2f}  mfma {c.mfma}/{mfma_min}  instr {c.instructions}  "
                   f"workgroups {c.workgroups}  rel L2 {rel:.1e}")
 

@@ -16,8 +16,7 @@ from ..kernel_defs.gemm_a16wfp4 import layout, plan as gemm_plan
 from ..kernel_defs.gemm_a16wfp4.layout import PreparedMXFP4Weight
 from ..kernel_defs.gemm_a16wfp4.reference import decode_weight
 from ..kernel_defs.validate import E8M0, FP4X2, check_same_device, check_tensor
-from ._torch_ops import call_registered, custom_op, dispatch_modes as _dispatch_modes, is_compiling as _is_compiling, no_output
-from ._torch_ops import on_stream
+from ._torch_ops import dispatch_modes as _dispatch_modes, is_compiling as _is_compiling, on_stream, traced_op
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +56,39 @@ def _fallback_weight(weight: PreparedMXFP4Weight) -> torch.Tensor:
     return weight.bf16_cache
 
 
-def gemm_a16wfp4(x, weight: PreparedMXFP4Weight, out=None, *, fused_only: bool = False, stream=None):
+# ------------------------------------------------------------------------------- torch.library op
+# A fused PreparedMXFP4Weight travels as its tensors and sizes: preshuffled uint8 weight [N, K/2] and
+# scales [N, K/32].
+
+def _prepared(weight: torch.Tensor, scales: torch.Tensor, n: int, k: int) -> PreparedMXFP4Weight:
+    """The fused weight the op's tensors describe, checked (a direct op call bypasses prepare_mxfp4_weight)."""
+    if not gemm_plan.fused_supported(n, k):
+        raise ValueError(f"n={n}, k={k}: the fused kernels need positive multiples of {gemm_plan.FUSED_ALIGN}")
+    check_tensor("weight", weight, dtype=torch.uint8, shape=(n, k // 2), contiguous=True)
+    check_tensor("scales", scales, dtype=torch.uint8, shape=(n, k // 32), contiguous=True)
+    check_same_device(weight=weight, scales=scales)
+    return PreparedMXFP4Weight(weight, scales, n, k, fused=True)
+
+
+def _weight_tensors(weight: PreparedMXFP4Weight) -> tuple:
+    return weight.weight, weight.scales, weight.n, weight.k
+
+
+def _fused(weight, **_) -> bool:
+    """A traced call becomes the op for a fused weight (checked here, at trace time); the fallback and a
+    wrong argument run the public function under the trace (torch ops, or its error)."""
+    if not isinstance(weight, PreparedMXFP4Weight):
+        return False
+    gemm_plan.check_weight(weight)
+    return weight.fused
+
+
+def _fake(x, n, **_):
+    return torch.empty((x.shape[0], n), dtype=torch.bfloat16, device=x.device)
+
+
+@traced_op(fake=_fake, expand={"weight": (_weight_tensors, _prepared)}, local=("fused_only",), route=_fused)
+def gemm_a16wfp4(x: torch.Tensor, weight: PreparedMXFP4Weight, out=None, *, fused_only: bool = False, stream=None):
     """out[M, N] (bf16) = x[M, K] (bf16, row stride allowed) @ W^T, W the MXFP4 weight decoded to bf16,
     accumulated in fp32. Returns `out` (allocated when None). `out` must not overlap x, the weight's
     tensors nor itself (row stride >= N); a hand-built PreparedMXFP4Weight must hold tensors of the
@@ -81,8 +112,6 @@ def gemm_a16wfp4(x, weight: PreparedMXFP4Weight, out=None, *, fused_only: bool =
             return torch.nn.functional.linear(x, w)
         gemm_plan.check_out(out, x.shape[0], weight.n, x, weight)
         return torch.mm(x, w.t(), out=out)
-    if _is_compiling() or _dispatch_modes():
-        return call_registered("gemm_a16wfp4", (x, weight.weight, weight.scales, weight.n, weight.k), out, stream)
     m = gemm_plan.check_x(x, weight.k)
     if out is None:
         with on_stream(stream):
@@ -110,41 +139,13 @@ def _traced_fallback(x, weight: PreparedMXFP4Weight, out):
     return torch.mm(x, w.t(), out=out)
 
 
-# ------------------------------------------------------------------------------- torch.library ops
-# A fused PreparedMXFP4Weight travels as its tensors and sizes: preshuffled uint8 weight [N, K/2] and
-# scales [N, K/32].
-
-def _prepared(weight, scales, n: int, k: int) -> PreparedMXFP4Weight:
-    """The fused weight the op's tensors describe, checked (a direct op call bypasses prepare_mxfp4_weight)."""
-    if not gemm_plan.fused_supported(n, k):
-        raise ValueError(f"n={n}, k={k}: the fused kernels need positive multiples of {gemm_plan.FUSED_ALIGN}")
-    check_tensor("weight", weight, dtype=torch.uint8, shape=(n, k // 2), contiguous=True)
-    check_tensor("scales", scales, dtype=torch.uint8, shape=(n, k // 32), contiguous=True)
-    check_same_device(weight=weight, scales=scales)
-    return PreparedMXFP4Weight(weight, scales, n, k, fused=True)
-
-
-def _fake(x, weight, scales, n, k):
-    return torch.empty((x.shape[0], n), dtype=torch.bfloat16, device=x.device)
-
-
-@custom_op("gemm_a16wfp4", mutates_args=(), fake=_fake)
-def _op(x: torch.Tensor, weight: torch.Tensor, scales: torch.Tensor, n: int, k: int) -> torch.Tensor:
-    return gemm_a16wfp4(x, _prepared(weight, scales, n, k))
-
-
-@custom_op("gemm_a16wfp4_out", mutates_args=("out",), fake=no_output)
-def _op_out(x: torch.Tensor, weight: torch.Tensor, scales: torch.Tensor, n: int, k: int, out: torch.Tensor) -> None:
-    gemm_a16wfp4(x, _prepared(weight, scales, n, k), out=out)
-
-
 # ------------------------------------------------------------------------------- CLI selftest and bench
 
 def selftest(device):
     """Decode (split-K) and prefill configs through `gemm_a16wfp4` on small shapes, against the torch
     reference with arbitrary bf16 activations: relative L2 error <= 1e-4 and >= 99.9% bit-exact outputs.
     N and K are kernel arguments, so small N, K run the same code objects as the production shapes."""
-    from ..kernel_defs.gemm_a16wfp4 import configs, tiles
+    from ..kernel_defs.gemm_a16wfp4 import configs, geometry
     from ..kernel_defs.gemm_a16wfp4.reference import gemm_reference, random_weight
     from .hooks import check
     torch.device(device)          # a bad device string fails the hook, not each case
@@ -160,7 +161,7 @@ def selftest(device):
         return rel <= 1e-4 and exact >= 0.999, f"rel L2 {rel:.3g}, bit-exact {100 * exact:.2f}%"
 
     for m, n, k in ((7, 256, 512), (40, 256, 256)):
-        name = f"{tiles.symbol(configs.choose(n, k, m))} M{m} N{n} K{k}"
+        name = f"{geometry.symbol(configs.choose(n, k, m))} M{m} N{n} K{k}"
         yield check(name, lambda: case(m, n, k, m + n + k))
 
 
@@ -173,7 +174,7 @@ _BENCH_EMU = ((1, 256, 512), (64, 256, 256))
 def bench(device):
     """Median us per `gemm_a16wfp4` call with a preallocated output; on a GPU also torch's bf16 linear
     on the same device (in `detail`) as the baseline."""
-    from ..kernel_defs.gemm_a16wfp4 import configs, tiles
+    from ..kernel_defs.gemm_a16wfp4 import configs, geometry
     from ..kernel_defs.gemm_a16wfp4.reference import random_weight
     from .hooks import timed
     emu = torch.device(device).type == "cpu"
@@ -183,7 +184,7 @@ def bench(device):
         weight = prepare_mxfp4_weight(w.to(device), s.to(device))
         x = torch.randn(m, k, generator=g).to(torch.bfloat16).to(device)
         out = torch.empty(m, n, dtype=torch.bfloat16, device=device)
-        detail = tiles.symbol(configs.choose(n, k, m))
+        detail = geometry.symbol(configs.choose(n, k, m))
         if not emu:
             dense = torch.randn(n, k, generator=g).to(torch.bfloat16).to(device)
             _, base, _ = timed("", lambda: torch.nn.functional.linear(x, dense), device)

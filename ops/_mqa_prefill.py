@@ -16,25 +16,33 @@ from ..kernel_defs.mqa_prefill import plan as _plan
 from ..kernel_defs.mqa_prefill import schedule as _schedule
 from ..kernel_defs.mqa_prefill.geometry import CTA_INFO_INTS
 from ..kernel_defs.validate import check_int, check_no_overlap, check_tensor
-from ._torch_ops import call_registered, custom_op, dispatch_modes as _dispatch_modes, is_compiling as _is_compiling, no_output, traced_op
-from ._torch_ops import on_stream
+from ._torch_ops import on_stream, traced_op
 
 __all__ = ["pa_mqa_logits_fp4_prefill", "pa_mqa_logits_fp4_varqlen", "compute_prefill_schedule",
            "compute_varqlen_windows"]
 
 
-def compute_prefill_schedule(row_to_batch, local_starts, local_ends, *, page_size: int, max_seq_len: int,
-                             parallel_unit_num: int = None, cta_info_out: torch.Tensor = None):
+def _schedule_fake(local_ends, parallel_unit_num, **_):
+    slots = parallel_unit_num if parallel_unit_num is not None else _plan.default_slots(local_ends.shape[0])
+    return torch.empty((slots, CTA_INFO_INTS), dtype=torch.int32, device=local_ends.device)
+
+
+def _schedule_tensor(schedule) -> torch.Tensor:
+    return schedule[0]
+
+
+def _with_slots(cta_info):
+    """(cta_info, n_ctas): the schedule has one row per slot."""
+    return cta_info, cta_info.shape[0]
+
+
+@traced_op(fake=_schedule_fake, out="cta_info_out", result=(_schedule_tensor, _with_slots))
+def compute_prefill_schedule(row_to_batch: torch.Tensor, local_starts: torch.Tensor, local_ends: torch.Tensor, *,
+                             page_size: int, max_seq_len: int, parallel_unit_num: Optional[int] = None,
+                             cta_info_out: Optional[torch.Tensor] = None):
     """(cta_info, n_ctas) for the explicit windows; pass `cta_info_out` (int32 [slots, 8]) to refill a
-    fixed buffer (graph capture). Needs parallel_unit_num >= rows."""
-    if _is_compiling() or _dispatch_modes():
-        if cta_info_out is not None:
-            torch.ops.flyaot.compute_prefill_schedule_out(row_to_batch, local_starts, local_ends, page_size,
-                                                          max_seq_len, cta_info_out)
-            return cta_info_out, cta_info_out.shape[0]
-        slots = parallel_unit_num if parallel_unit_num is not None else _plan.default_slots(local_ends.shape[0])
-        return torch.ops.flyaot.compute_prefill_schedule(row_to_batch, local_starts, local_ends, page_size,
-                                                         max_seq_len, slots), slots
+    fixed buffer (graph capture). Needs parallel_unit_num >= rows. Under torch.compile (or a dispatch
+    mode): the op of the same name, or its `_out` variant with `cta_info_out`."""
     rows = local_ends.shape[0]
     _plan.check_windows(rows, local_ends, row_to_batch=row_to_batch, local_starts=local_starts,
                         local_ends=local_ends)
@@ -55,18 +63,20 @@ def compute_prefill_schedule(row_to_batch, local_starts, local_ends, *, page_siz
     return info, slots
 
 
-def compute_varqlen_windows(cu_seq_q, context_lens, total_q: int, *, out=None):
+def _windows_fake(context_lens, total_q, **_):
+    return tuple(torch.empty(total_q, dtype=torch.int32, device=context_lens.device) for _ in range(3))
+
+
+@traced_op(fake=_windows_fake, out_fields=("row_to_batch", "local_starts", "local_ends"))
+def compute_varqlen_windows(cu_seq_q: torch.Tensor, context_lens: torch.Tensor, total_q: int, *,
+                            out=None) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(row_to_batch, local_starts, local_ends) int32 [total_q] for per-batch variable qlen; `out` = three
     fixed int32 buffers to refill (graph capture), disjoint from each other and the inputs.
 
     cu_seq_q int32 [B+1] and context_lens int32 [B] (int64 is refused). Their values (cu_seq_q[0] == 0,
     non-decreasing, cu_seq_q[B] <= total_q, context_lens >= 0) are the caller's contract, validated in
-    checked mode (FLYAOT_CHECK=1) only. B=0: every row is padding (empty windows)."""
-    if _is_compiling() or _dispatch_modes():
-        if out is None:
-            return torch.ops.flyaot.compute_varqlen_windows(cu_seq_q, context_lens, total_q)
-        torch.ops.flyaot.compute_varqlen_windows_out(cu_seq_q, context_lens, total_q, *out)
-        return tuple(out)
+    checked mode (FLYAOT_CHECK=1) only. B=0: every row is padding (empty windows). Under torch.compile
+    (or a dispatch mode): the op of the same name, or its `_out` variant with `out`."""
     check_int("total_q", total_q, lo=0)
     # int32 only (int64 is refused): the windows are int32, a conversion would wrap large values.
     check_tensor("context_lens", context_lens, dtype=torch.int32, ndim=1)
@@ -127,19 +137,24 @@ def pa_mqa_logits_fp4_prefill(q_fp4: torch.Tensor, q_scale: torch.Tensor, kv_cac
     return out
 
 
-def pa_mqa_logits_fp4_varqlen(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, max_seq_len, *,
-                              cu_seq_q=None, context_lens=None, windows=None, weight_scale=1.0, block_k=256,
-                              kv_block_size=None, num_warps=4, parallel_unit_num=None, out=None,
-                              cta_info=None, n_ctas=None, stream=None):
+def _from_cu(windows, cu_seq_q, context_lens, **_) -> bool:
+    """A traced call with cu_seq_q + context_lens becomes the varqlen op; one with `windows` forwards them to
+    the prefill op (and a call with neither raises its error under the trace)."""
+    return windows is None and cu_seq_q is not None and context_lens is not None
+
+
+@traced_op(fake=_prefill_fake, local=("windows",), route=_from_cu)
+def pa_mqa_logits_fp4_varqlen(q_fp4: torch.Tensor, q_scale: torch.Tensor, kv_cache: torch.Tensor,
+                              kv_scale: torch.Tensor, block_tables: torch.Tensor, weights: torch.Tensor,
+                              max_seq_len: int, *, cu_seq_q: Optional[torch.Tensor] = None,
+                              context_lens: Optional[torch.Tensor] = None, windows=None, weight_scale: float = 1.0,
+                              block_k: int = 256, kv_block_size: Optional[int] = None, num_warps: int = 4,
+                              parallel_unit_num: Optional[int] = None, out=None,
+                              cta_info: Optional[torch.Tensor] = None, n_ctas: Optional[int] = None, stream=None):
     """Per-batch variable qlen (MTP / chunked prefill tail): row n of batch b sees t <= ctx_b - qlen_b + n.
     Pass `windows` (from compute_varqlen_windows, reusable) or `cu_seq_q` + `context_lens`. Under
     torch.compile (or a dispatch mode), cu_seq_q + context_lens go to the op of the same name (or its
     `_out` variant); `windows` go to the prefill op."""
-    from_cu = windows is None and cu_seq_q is not None and context_lens is not None
-    if from_cu and (_is_compiling() or _dispatch_modes()):
-        args = (q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, max_seq_len, cu_seq_q, context_lens,
-                weight_scale, block_k, kv_block_size, num_warps, parallel_unit_num, cta_info, n_ctas)
-        return call_registered("pa_mqa_logits_fp4_varqlen", args, out, stream)
     if windows is None:
         if cu_seq_q is None or context_lens is None:
             raise ValueError("pa_mqa_logits_fp4_varqlen: pass windows=(row_to_batch, local_starts, local_ends) "
@@ -153,72 +168,6 @@ def pa_mqa_logits_fp4_varqlen(q_fp4, q_scale, kv_cache, kv_scale, block_tables, 
                                      block_k=block_k, kv_block_size=kv_block_size, num_warps=num_warps,
                                      parallel_unit_num=parallel_unit_num, out=out, cta_info=cta_info,
                                      n_ctas=n_ctas, stream=stream)
-
-
-# ------------------------------------------------------------------------------- torch.library ops
-# The public functions' arguments, positional and typed (the schemas); `stream` cannot be traced.
-
-def _schedule_fake(row_to_batch, local_starts, local_ends, page_size, max_seq_len, slots):
-    return torch.empty((slots, CTA_INFO_INTS), dtype=torch.int32, device=local_ends.device)
-
-
-@custom_op("compute_prefill_schedule", mutates_args=(), fake=_schedule_fake)
-def _schedule_op(row_to_batch: torch.Tensor, local_starts: torch.Tensor, local_ends: torch.Tensor, page_size: int,
-                 max_seq_len: int, slots: int) -> torch.Tensor:
-    return compute_prefill_schedule(row_to_batch, local_starts, local_ends, page_size=page_size,
-                                    max_seq_len=max_seq_len, parallel_unit_num=slots)[0]
-
-
-@custom_op("compute_prefill_schedule_out", mutates_args=("cta_info_out",), fake=no_output)
-def _schedule_out_op(row_to_batch: torch.Tensor, local_starts: torch.Tensor, local_ends: torch.Tensor,
-                     page_size: int, max_seq_len: int, cta_info_out: torch.Tensor) -> None:
-    compute_prefill_schedule(row_to_batch, local_starts, local_ends, page_size=page_size, max_seq_len=max_seq_len,
-                             cta_info_out=cta_info_out)
-
-
-def _windows_fake(cu_seq_q, context_lens, total_q):
-    return tuple(torch.empty(total_q, dtype=torch.int32, device=context_lens.device) for _ in range(3))
-
-
-@custom_op("compute_varqlen_windows", mutates_args=(), fake=_windows_fake)
-def _windows_op(cu_seq_q: torch.Tensor, context_lens: torch.Tensor,
-                total_q: int) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    return compute_varqlen_windows(cu_seq_q, context_lens, total_q)
-
-
-@custom_op("compute_varqlen_windows_out", mutates_args=("row_to_batch", "local_starts", "local_ends"),
-           fake=no_output)
-def _windows_out_op(cu_seq_q: torch.Tensor, context_lens: torch.Tensor, total_q: int, row_to_batch: torch.Tensor,
-                    local_starts: torch.Tensor, local_ends: torch.Tensor) -> None:
-    compute_varqlen_windows(cu_seq_q, context_lens, total_q, out=(row_to_batch, local_starts, local_ends))
-
-
-def _varqlen_fake(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, max_seq_len, *knobs):
-    return torch.empty((q_fp4.shape[0], max_seq_len), dtype=torch.float32, device=q_fp4.device)
-
-
-@custom_op("pa_mqa_logits_fp4_varqlen", mutates_args=(), fake=_varqlen_fake)
-def _varqlen_op(q_fp4: torch.Tensor, q_scale: torch.Tensor, kv_cache: torch.Tensor, kv_scale: torch.Tensor,
-                block_tables: torch.Tensor, weights: torch.Tensor, max_seq_len: int, cu_seq_q: torch.Tensor,
-                context_lens: torch.Tensor, weight_scale: float, block_k: int, kv_block_size: Optional[int],
-                num_warps: int, parallel_unit_num: Optional[int], cta_info: Optional[torch.Tensor],
-                n_ctas: Optional[int]) -> torch.Tensor:
-    return pa_mqa_logits_fp4_varqlen(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, max_seq_len,
-                                     cu_seq_q=cu_seq_q, context_lens=context_lens, weight_scale=weight_scale,
-                                     block_k=block_k, kv_block_size=kv_block_size, num_warps=num_warps,
-                                     parallel_unit_num=parallel_unit_num, cta_info=cta_info, n_ctas=n_ctas)
-
-
-@custom_op("pa_mqa_logits_fp4_varqlen_out", mutates_args=("out",), fake=no_output)
-def _varqlen_out_op(q_fp4: torch.Tensor, q_scale: torch.Tensor, kv_cache: torch.Tensor, kv_scale: torch.Tensor,
-                    block_tables: torch.Tensor, weights: torch.Tensor, max_seq_len: int, cu_seq_q: torch.Tensor,
-                    context_lens: torch.Tensor, weight_scale: float, block_k: int, kv_block_size: Optional[int],
-                    num_warps: int, parallel_unit_num: Optional[int], cta_info: Optional[torch.Tensor],
-                    n_ctas: Optional[int], out: torch.Tensor) -> None:
-    pa_mqa_logits_fp4_varqlen(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, max_seq_len,
-                              cu_seq_q=cu_seq_q, context_lens=context_lens, weight_scale=weight_scale, block_k=block_k,
-                              kv_block_size=kv_block_size, num_warps=num_warps, parallel_unit_num=parallel_unit_num,
-                              out=out, cta_info=cta_info, n_ctas=n_ctas)
 
 
 # ------------------------------------------------------------------------------- CLI selftest and bench

@@ -1,14 +1,26 @@
 """Public ops as torch.library custom ops (torch.ops.flyaot.*), derived from the public function.
 
 `@traced_op(fake=...)` on a public op reads its signature once and from it:
-- registers `flyaot::<name>` (functional) and `flyaot::<name>_out` (mutates `out`), whose schemas are
-  the function's parameters in order, positional, typed by their annotations; `out` and `stream`
-  are not schema arguments (a stream object cannot go through a schema: traced calls run on the
-  current stream);
+- registers `flyaot::<name>` (functional) and `flyaot::<name>_out` (mutates the output buffers), whose
+  schemas are the function's parameters in order, positional, typed by their annotations. Not schema
+  arguments: `stream` (a stream object cannot go through a schema: traced calls run on the current
+  stream), the output parameter (`out=`, the last arguments of the `_out` op) and the `local`
+  parameters. A parameter with an adapter in `expand` travels as the typed parameters of its
+  `from_schema` function (a prepared weight as its tensors and sizes);
 - registers `fake(**schema_args)` (output metadata only) for the functional op, and a no-op fake for
-  the `_out` op (it only mutates `out`);
+  the `_out` op (it only mutates its outputs);
 - returns a function with the public signature that, while something traces it, calls the
   registered op, and otherwise calls the public function directly.
+
+Options for a public function that is not one tensor in, one op out:
+- `out="cta_info_out"` names the output parameter (default "out"); `out_fields=(...)` names the
+  tensors of an output parameter that is a tuple of tensors (each one mutated `_out` argument);
+- `route(**public_args)` decides whether a traced call becomes the op; when it says no, the public
+  function runs under the trace itself (a fallback traced as torch ops, or a call that forwards to
+  another routed op). `local` parameters exist only on such calls: the op's implementation passes
+  their defaults, so `route` must say yes only when their values do not matter;
+- `result=(to_op, to_public)` for a public return value that is not the op's (the op returns
+  `to_op(public result)`, a traced call `to_public(op result)`; for the `_out` op, `to_public(out)`).
 
 "Traced" means `is_compiling() or dispatch_modes()`: torch.compile / torch.export are tracing (dynamo
 folds `is_compiling()` to True, so that branch is all it sees), or a TorchDispatchMode (make_fx,
@@ -27,7 +39,6 @@ import threading
 import torch
 
 NAMESPACE = "flyaot"
-NOT_IN_SCHEMA = ("out", "stream")
 
 # Bound once: an eager call pays these two calls (~0.1-0.2 us) and never enters the dispatcher.
 is_compiling = torch.compiler.is_compiling
@@ -35,6 +46,7 @@ dispatch_modes = torch._C._len_torch_dispatch_stack
 
 _registered = {}
 _lock = threading.Lock()
+_POSITIONAL = inspect.Parameter.POSITIONAL_OR_KEYWORD
 
 
 def registered_ops() -> list:
@@ -53,59 +65,80 @@ def _register(name: str, impl, *, mutates_args, fake):
     return op
 
 
-def no_output(*args, **kwargs) -> None:
-    """Fake of every `out=` variant: it only mutates `out`, so there is no metadata to compute."""
+def _no_output(*args, **kwargs) -> None:
+    """Fake of every `_out` variant: it only mutates its outputs, so there is no metadata to compute."""
     return None
 
 
-def custom_op(name: str, *, mutates_args, fake):
-    """Register a hand-written typed function as flyaot::<name> with its fake (once per process); for the
-    few ops whose public function does not map one to one onto a schema (a prepared-weight object,
-    several `out` buffers, a traced route that depends on the arguments)."""
+def _typed(op_name: str, params) -> list:
+    """`params` as positional schema parameters (annotation required, no defaults)."""
+    for p in params:
+        if p.annotation is inspect.Parameter.empty:
+            raise TypeError(f"{op_name}: parameter {p.name!r} needs a type annotation (it is part of the op schema)")
+    return [p.replace(kind=_POSITIONAL, default=inspect.Parameter.empty) for p in params]
+
+
+def traced_op(*, fake, out: str = "out", out_fields=None, expand=None, local=(), route=None, result=None):
+    """Decorator for a public op (see the module docstring). `expand` maps a parameter name to
+    (to_schema(value) -> tuple, from_schema(typed schema parameters) -> value)."""
     if not callable(fake):
-        raise TypeError(f"{NAMESPACE}::{name}: a fake implementation is required for torch.compile")
-    return lambda fn: _register(name, fn, mutates_args=mutates_args, fake=fake)
+        raise TypeError(f"{NAMESPACE}: a fake implementation is required for torch.compile")
+    expand = dict(expand or {})
 
-
-def call_registered(op: str, args: tuple, out, stream):
-    """A traced call of a hand-registered op: torch.ops.flyaot.<op>(*args), or <op>_out(*args, out) when
-    the caller passed `out`. A stream object cannot go through an op schema: it runs on the current stream."""
-    if stream is not None:
-        raise TypeError(f"{op}: stream= is not supported under torch.compile or a dispatch mode; "
-                        "the op runs on the current stream (wrap the call in torch.cuda.stream(s))")
-    if out is None:
-        return getattr(torch.ops.flyaot, op)(*args)
-    getattr(torch.ops.flyaot, f"{op}_out")(*args, out)
-    return out
-
-
-def traced_op(*, fake):
-    """Decorator for a public op (see the module docstring)."""
     def decorate(fn):
         op_name = fn.__name__
         sig = inspect.signature(fn)
-        schema = [p for p in sig.parameters.values() if p.name not in NOT_IN_SCHEMA]
-        for p in schema:
-            if p.annotation is inspect.Parameter.empty:
-                raise TypeError(f"{op_name}: parameter {p.name!r} needs a type annotation (it is part of the op schema)")
-        names = [p.name for p in schema]
-        positional = [p.replace(kind=inspect.Parameter.POSITIONAL_OR_KEYWORD, default=inspect.Parameter.empty)
-                      for p in schema]
-        ret = sig.return_annotation if sig.return_annotation is not inspect.Signature.empty else torch.Tensor
+        unknown = [n for n in (*local, *expand, *([out] if out_fields else [])) if n not in sig.parameters]
+        if unknown:
+            raise TypeError(f"{op_name}: {unknown} are not parameters of the public function")
+        skip = {out, "stream", *local}
+        # (public name, schema parameters it becomes, rebuild from their values or None)
+        sources = []
+        for p in sig.parameters.values():
+            if p.name in skip:
+                continue
+            if p.name in expand:
+                from_schema = expand[p.name][1]
+                sources.append((p.name, _typed(op_name, inspect.signature(from_schema).parameters.values()),
+                                from_schema))
+            else:
+                sources.append((p.name, _typed(op_name, [p]), None))
+        schema = [q for _, qs, _ in sources for q in qs]
+        names = [q.name for q in schema]
+        if len(set(names)) != len(names):
+            raise TypeError(f"{op_name}: schema parameter names repeat: {names}")
+        fields = tuple(out_fields) if out_fields else (out,)
+        has_out = out in sig.parameters
+        to_op, to_public = result if result is not None else (None, None)
+
+        def public_args(args):
+            kwargs, i = {}, 0
+            for name, qs, from_schema in sources:
+                values = args[i:i + len(qs)]
+                kwargs[name] = from_schema(*values) if from_schema else values[0]
+                i += len(qs)
+            return kwargs
 
         def impl(*args):
-            return fn(**dict(zip(names, args)))
+            value = fn(**public_args(args))
+            return to_op(value) if to_op else value
 
         def impl_out(*args):
-            fn(**dict(zip(names, args[:-1])), out=args[-1])
+            buffers = args[len(names):]
+            fn(**public_args(args), **{out: buffers if out_fields else buffers[0]})
 
-        impl.__signature__ = inspect.Signature(positional, return_annotation=ret)
-        out_param = inspect.Parameter("out", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=torch.Tensor)
-        impl_out.__signature__ = inspect.Signature(positional + [out_param], return_annotation=None)
+        ret = sig.return_annotation if sig.return_annotation is not inspect.Signature.empty else torch.Tensor
+        if to_op is not None:
+            ret = inspect.signature(to_op).return_annotation
+        impl.__signature__ = inspect.Signature(schema, return_annotation=ret)
+        outs = [inspect.Parameter(f, _POSITIONAL, annotation=torch.Tensor) for f in fields]
+        impl_out.__signature__ = inspect.Signature(schema + outs, return_annotation=None)
         functional = _register(op_name, impl, mutates_args=(), fake=lambda *a: fake(**dict(zip(names, a))))
-        with_out = _register(f"{op_name}_out", impl_out, mutates_args=("out",), fake=no_output)
+        with_out = (_register(f"{op_name}_out", impl_out, mutates_args=fields, fake=_no_output)
+                    if has_out else None)
 
-        router = _router(fn, sig, names, functional, with_out)
+        router = _router(fn, sig, sources, expand, out if has_out else None, bool(out_fields), functional,
+                         with_out, route, to_public)
         functools.update_wrapper(router, fn)
         router.__signature__ = sig
         return router
@@ -113,7 +146,7 @@ def traced_op(*, fake):
     return decorate
 
 
-def _router(fn, sig, names, functional, with_out):
+def _router(fn, sig, sources, expand, out, several_outs, functional, with_out, route, to_public):
     """Source-generated `def <name>(<public signature>)` that routes traced calls to the ops."""
     params, call, defaults = [], [], {}
     star = False
@@ -127,18 +160,23 @@ def _router(fn, sig, names, functional, with_out):
             text += f"=_default_{p.name}"
         params.append(text)
         call.append(f"{p.name}={p.name}")
-    has_out, has_stream = "out" in sig.parameters, "stream" in sig.parameters
-    args = "(" + "".join(f"{n}, " for n in names) + ")"
-    src = [f"def {fn.__name__}({', '.join(params)}):", "    if _is_compiling() or _dispatch_modes():"]
-    if has_stream:
+    call = ", ".join(call)
+    args = "".join(f"*_to_{name}({name}), " if name in expand else f"{name}, " for name, _, _ in sources)
+    src = [f"def {fn.__name__}({', '.join(params)}):",
+           "    if (_is_compiling() or _dispatch_modes())" + (f" and _route({call}):" if route else ":")]
+    if "stream" in sig.parameters:
         src += ["        if stream is not None:",
                 f"            raise TypeError({fn.__name__!r} ': stream= is not supported under torch.compile or a "
                 "dispatch mode; the op runs on the current stream (wrap the call in torch.cuda.stream(s))')"]
-    if has_out:
-        src += ["        if out is not None:", f"            _with_out(*{args}, out)", "            return out"]
-    src += [f"        return _functional(*{args})", f"    return _fn({', '.join(call)})"]
+    public = "_to_public({})" if to_public else "{}"
+    if out is not None:
+        value = f"tuple({out})" if several_outs else out
+        src += [f"        if {out} is not None:", f"            _with_out({args}*{value})" if several_outs
+                else f"            _with_out({args}{out})", f"            return {public.format(value)}"]
+    src += [f"        return {public.format(f'_functional({args})')}", f"    return _fn({call})"]
     namespace = dict(defaults, _is_compiling=is_compiling, _dispatch_modes=dispatch_modes, _fn=fn,
-                     _functional=functional, _with_out=with_out)
+                     _functional=functional, _with_out=with_out, _route=route, _to_public=to_public,
+                     **{f"_to_{name}": to_schema for name, (to_schema, _) in expand.items()})
     exec("\n".join(src), namespace)
     return namespace[fn.__name__]
 

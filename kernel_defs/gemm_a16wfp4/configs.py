@@ -78,7 +78,7 @@ DECODE_MAX_BM = 32
 def from_tile(n: int, k: int, block_m: int, tile_n: int, tile_k: int, k_wave: int) -> dict:
     """Params of the spec that computes with that tile for an [N, K] weight; ValueError saying why when
     no spec can (the tile does not divide N or K, is outside the supported set, or overflows LDS)."""
-    from .tiles import KBLOCK, tile as make_tile
+    from .geometry import KBLOCK, tile as make_tile
     for name, v, allowed in (("block_m", block_m, TILE_BM), ("tile_n", tile_n, TILE_BN),
                              ("tile_k", tile_k, TILE_K), ("k_wave", k_wave, (1, 2, 4))):
         if v not in allowed:

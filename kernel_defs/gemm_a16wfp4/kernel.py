@@ -1,6 +1,6 @@
 """FlyDSL source of the BF16 x MXFP4 GEMM (A16WFP4) for gfx950: Y[M, N] = X[M, K] @ W[N, K]^T.
 
-Per workgroup (4 waves, tile bm x bn, see tiles.py):
+Per workgroup (4 waves, tile bm x bn, see geometry.py):
 - A (bf16 activations) streams global -> VGPR -> LDS, double-buffered across the K loop; the LDS rows
   are XOR-swizzled at 16-byte granularity (chunk ^ (row % 8)) so the 16 rows an MFMA reads hit
   different banks.
@@ -41,8 +41,8 @@ from flydsl.expr import gpu, range_constexpr, rocdl
 from flydsl.expr.typing import Int32, Int64, T
 from flydsl.expr.typing import Vector as Vec
 
-from . import tiles
-from .tiles import A_CHUNK, KBLOCK, MFMA_K, MFMA_MN, WAVE, WAVES
+from . import geometry
+from .geometry import A_CHUNK, KBLOCK, MFMA_K, MFMA_MN, WAVE, WAVES
 
 _SCALE_E0 = 0x00400000      # f32 bits of 2^-127 (E8M0 0x00)
 _SCALE_NAN = 0x7FC00000     # E8M0 0xFF
@@ -82,8 +82,8 @@ def _decode8(word, scale):
 
 
 def make_launcher(params: dict):
-    t = tiles.tile(params)
-    name = tiles.symbol(params)
+    t = geometry.tile(params)
+    name = geometry.symbol(params)
     BM, BN, SK, KB, KSTEP = t.bm, t.bn, t.sk, t.kb, t.kstep
     NT, MT, NACC = t.n_tiles, t.m_tiles, t.accumulators
     KPS = KSTEP // KBLOCK                 # 128-K blocks per step (all waves)

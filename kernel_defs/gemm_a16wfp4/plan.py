@@ -9,9 +9,9 @@ import torch
 
 from ..registry import LaunchPlan  # noqa: F401  (the type plans return)
 from ..validate import check_device, check_int, check_no_overlap, check_rows_disjoint, check_tensor
-from . import configs, tiles
+from . import configs, geometry
+from .geometry import WAVE, WAVES
 from .layout import PreparedMXFP4Weight
-from .tiles import WAVE, WAVES
 
 FUSED_ALIGN = 256        # N and K the kernels serve must be multiples of this
 
@@ -87,9 +87,9 @@ def plan(x, weight: PreparedMXFP4Weight, out, *, params: dict = None) -> LaunchP
     check_device("x", x, weight.weight)
     check_out(out, m, weight.n, x, weight)
     params = params or configs.choose(weight.n, weight.k, m)
-    t = tiles.tile(params)
+    t = geometry.tile(params)
     if weight.k % t.kstep:
-        raise ValueError(f"config {tiles.symbol(params)} steps K by {t.kstep}, K={weight.k} is not a multiple")
+        raise ValueError(f"config {geometry.symbol(params)} steps K by {t.kstep}, K={weight.k} is not a multiple")
     grid = ((m + t.bm - 1) // t.bm, weight.n // t.bn, 1)
     args = {"out": out, "x": x, "w": weight.weight, "w_scale": weight.scales,
             "m": m, "n": weight.n, "k": weight.k,

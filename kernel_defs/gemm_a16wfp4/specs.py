@@ -6,11 +6,11 @@ per step kb. Runtime: M, N, K, both row strides. The spec list is every config c
 
 Budgets: decode-order specs serve decode M; they must keep 2 waves per SIMD (VGPR+AGPR <= 256 and
 LDS <= 80 KiB, so two 4-wave workgroups fit one CU), which covers the 8448 x 7168 decode configs.
-Every spec: VGPR+AGPR <= 512 and LDS exactly as tiles.py computes (the plan relies on it).
+Every spec: VGPR+AGPR <= 512 and LDS exactly as geometry.py computes (the plan relies on it).
 """
 from ...targets import DEFAULT_TARGET
 from ..registry import Budget, Family, kernel_abi
-from . import configs, plan, tiles
+from . import configs, geometry, plan
 
 ABI = kernel_abi("void* out, void* x, void* w, void* w_scale, int32_t m, int32_t n, int32_t k, int32_t stride_x, "
                  "int32_t stride_out")
@@ -19,7 +19,7 @@ DECODE_MAX_LDS = 80 * 1024
 
 
 def _budget(params: dict) -> Budget:
-    t = tiles.tile(params)
+    t = geometry.tile(params)
     if t.order == "decode":
         return Budget(max_vgpr_plus_agpr=DECODE_MAX_REGS, max_lds=DECODE_MAX_LDS, exact_lds=t.lds_bytes)
     return Budget(max_vgpr_plus_agpr=512, exact_lds=t.lds_bytes)
@@ -27,10 +27,10 @@ def _budget(params: dict) -> Budget:
 
 FAMILY = Family(
     name="gemm_a16wfp4",
-    axes={"order": tiles.ORDERS, "bm": configs.TILE_BM, "bn": configs.TILE_BN, "sk": (1, 2, 4),
-          "kb": tuple(t // tiles.KBLOCK for t in configs.TILE_K)},
+    axes={"order": geometry.ORDERS, "bm": configs.TILE_BM, "bn": configs.TILE_BN, "sk": (1, 2, 4),
+          "kb": tuple(t // geometry.KBLOCK for t in configs.TILE_K)},
     specs=configs.all_configs,
-    symbol=tiles.symbol,
+    symbol=geometry.symbol,
     block=plan.block,
     targets=(DEFAULT_TARGET,),
     abi=lambda params: ABI,

@@ -106,6 +106,27 @@ class Direct:
     def lds_bytes(self): return DIRECT_WAVES * MAX_NEXT_N * self.tile * 4
 
 
+def staged_params(heads: int, head_dim: int, page_size: int, block_k: int, num_warps: int) -> dict:
+    """The params of one staged spec, from its axes (specs() and the call's plan both build them here)."""
+    return {"path": "staged", "heads": heads, "head_dim": head_dim, "page_size": page_size, "block_k": block_k,
+            "num_warps": num_warps, "weight_load": "vector"}
+
+
+def direct_params(heads: int, page_size: int, tile: int, scalar_weights: bool) -> dict:
+    """The params of one direct spec (D128, DIRECT_WAVES waves; block_k is its tile)."""
+    return {"path": "direct", "heads": heads, "head_dim": 128, "page_size": page_size, "block_k": tile,
+            "num_warps": DIRECT_WAVES, "weight_load": "scalar" if scalar_weights else "vector"}
+
+
+def of(params: dict):
+    """The Staged or Direct geometry of a spec's params (the inverse of staged_params / direct_params)."""
+    if params["path"] == "staged":
+        return Staged(params["heads"], params["head_dim"], params["page_size"], params["block_k"], params["num_warps"])
+    if params["path"] == "direct":
+        return Direct(params["heads"], params["page_size"], params["block_k"], params["weight_load"] == "scalar")
+    raise ValueError(f"mqa_decode: unknown path {params['path']!r}")
+
+
 def direct_tile(batch: int, max_seq_len: int):
     """(tile tokens, scalar weight loads) of the direct path for a grid of batch x ceil(max_seq_len / tile).
 

@@ -56,7 +56,8 @@ from flydsl.expr.typing import Int32, Int64
 
 from ..mqa_common import blocks as B
 from .direct import direct_launcher
-from .geometry import DIRECT_MIN_WAVES_PER_SIMD, QUAD, Direct, Staged
+from . import geometry
+from .geometry import DIRECT_MIN_WAVES_PER_SIMD, QUAD, Staged
 from .specs import FAMILY
 
 
@@ -224,13 +225,8 @@ def launcher(params: dict):
     """The launcher of one spec of the family (build_tools compiles it)."""
     FAMILY.validate_params(params)
     name = FAMILY.symbol(params)
-    if params["path"] == "staged":
-        g = Staged(params["heads"], params["head_dim"], params["page_size"], params["block_k"], params["num_warps"])
-        return _staged_launcher(g, name)
-    if params["path"] == "direct":
-        g = Direct(params["heads"], params["page_size"], params["block_k"], params["weight_load"] == "scalar")
-        return direct_launcher(g, name)
-    raise ValueError(f"mqa_decode: unknown path {params['path']!r}")
+    g = geometry.of(params)
+    return _staged_launcher(g, name) if isinstance(g, Staged) else direct_launcher(g, name)
 
 
 def compile_hints(params: dict) -> dict:

@@ -19,7 +19,7 @@ from ..mqa_common.layouts import k_tiles, qs_pad
 from ..registry import LaunchPlan
 from ..validate import (E8M0, FP4X2, check_choice, check_float, check_int, check_no_overlap, check_rows_disjoint,
                         check_same_device, check_tensor)
-from .geometry import DIRECT_HEADS, DIRECT_WAVES, QUAD, WAVE, Staged, direct_tile
+from .geometry import DIRECT_HEADS, QUAD, WAVE, Staged, direct_params, direct_tile, staged_params
 from .geometry import MAX_NEXT_N as DIRECT_MAX_NEXT_N
 
 # (block_k, num_warps) of the staged kernel that are prebuilt: the default 256x4 first, then the common
@@ -129,8 +129,7 @@ def check_schedule(cta_info, total_ctas, like: torch.Tensor) -> int:
 def staged_plan(s: Shapes, block_k: int, num_warps: int, *, out, q_fp4, q_scale, kv_cache, kv_scale,
                 block_tables, weights, cta_info, total_ctas: int, weight_scale: float) -> LaunchPlan:
     """1-D grid of total_ctas; the kernel's max_seq_len (its store bound) is the width of `out`."""
-    params = {"path": "staged", "heads": s.heads, "head_dim": s.head_dim, "page_size": s.page_size,
-              "block_k": block_k, "num_warps": num_warps, "weight_load": "vector"}
+    params = staged_params(s.heads, s.head_dim, s.page_size, block_k, num_warps)
     args = {
         "out": out, "q": q_fp4, "q_scale": q_scale, "kv_cache": kv_cache, "kv_scale": kv_scale,
         "block_tables": block_tables, "weights": weights, "cta_info": cta_info,
@@ -166,8 +165,7 @@ def direct_plan(s: Shapes, max_seq_len: int, *, out, q_fp4, q_scale, kv_cache, k
         tile, scalar = variant[0], variant[1] == "scalar"
     else:
         raise ValueError(f"variant={variant!r} is not prebuilt; supported: {list(DIRECT_VARIANTS)}")
-    params = {"path": "direct", "heads": s.heads, "head_dim": 128, "page_size": s.page_size,
-              "block_k": tile, "num_warps": DIRECT_WAVES, "weight_load": "scalar" if scalar else "vector"}
+    params = direct_params(s.heads, s.page_size, tile, scalar)
     args = {
         "out": out, "q": q_fp4, "q_scale": q_scale, "kv_cache": kv_cache, "kv_scale": kv_scale,
         "block_tables": block_tables, "weights": weights, "context_lens": context_lens,

@@ -12,7 +12,8 @@ from ..mqa_common.inputs import HEAD_DIMS, HEADS, PAGE_SIZES
 from ...targets import DEFAULT_TARGET
 from ..registry import Budget, Family, kernel_abi
 from . import plan
-from .geometry import DIRECT_HEADS, DIRECT_MIN_WAVES_PER_SIMD, DIRECT_WAVES, Direct, Staged
+from . import geometry
+from .geometry import DIRECT_HEADS, DIRECT_MIN_WAVES_PER_SIMD, Direct, direct_params, staged_params
 
 
 _COMMON = ("void* out, void* q, void* q_scale, void* kv_cache, void* kv_scale, void* block_tables, void* weights, "
@@ -33,13 +34,11 @@ def _specs():
             for p in PAGE_SIZES:
                 for bk, w in plan.STAGED_TILES:
                     if bk % p == 0:
-                        out.append({"path": "staged", "heads": h, "head_dim": d, "page_size": p,
-                                    "block_k": bk, "num_warps": w, "weight_load": "vector"})
+                        out.append(staged_params(h, d, p, bk, w))
     for h in DIRECT_HEADS:
         for p in PAGE_SIZES:
             for tile, wl in plan.DIRECT_VARIANTS:
-                out.append({"path": "direct", "heads": h, "head_dim": 128, "page_size": p,
-                            "block_k": tile, "num_warps": DIRECT_WAVES, "weight_load": wl})
+                out.append(direct_params(h, p, tile, wl == "scalar"))
     return out
 
 
@@ -49,10 +48,9 @@ def _symbol(params):
 
 
 def _budget(params):
-    if params["path"] == "direct":
-        g = Direct(params["heads"], params["page_size"], params["block_k"], params["weight_load"] == "scalar")
+    g = geometry.of(params)
+    if isinstance(g, Direct):
         return Budget(max_vgpr_plus_agpr=512 // DIRECT_MIN_WAVES_PER_SIMD, exact_lds=g.lds_bytes)
-    g = Staged(params["heads"], params["head_dim"], params["page_size"], params["block_k"], params["num_warps"])
     return Budget(max_vgpr_plus_agpr=512, exact_lds=g.lds_bytes)
 
 

@@ -18,11 +18,20 @@ MFMA_K = 64
 CTA_INFO_INTS = 8         # int32 fields per schedule slot (see schedule.py)
 
 
+def spec_params(heads: int, head_dim: int, page_size: int) -> dict:
+    """The params of one spec, from its axes: what specs() enumerates and what a call's plan looks up."""
+    return {"heads": heads, "head_dim": head_dim, "page_size": page_size}
+
+
 @dataclass(frozen=True)
 class Geometry:
-    heads: int
+    heads: int              # (the fields are the spec's params, in spec_params' order)
     head_dim: int
     page_size: int
+
+    @classmethod
+    def of(cls, params: dict) -> "Geometry":
+        return cls(**params)
 
     @property
     def m_tiles(self) -> int:          # 32-head MFMA row tiles (the last one is half padding when H % 32 == 16)

@@ -242,7 +242,7 @@ def _fold_pair(a, b, lane, half):
 # ------------------------------------------------------------------------------------------ the kernel
 
 def launcher(params: dict):
-    g = Geometry(params["heads"], params["head_dim"], params["page_size"])
+    g = Geometry.of(params)
     name = plan.symbol(params)
     npg = g.pages_per_chunk
 

@@ -20,13 +20,14 @@ from ..mqa_common.inputs import DWORD_ALIGN, HEAD_DIMS, HEADS, PAGE_SIZES, VALUE
 from ..mqa_common.layouts import k_tiles, qs_pad
 from ..registry import LaunchPlan
 from . import schedule as S
-from .geometry import CTA_INFO_INTS, THREADS
+from .geometry import CTA_INFO_INTS, THREADS, Geometry, spec_params
 
 MIN_SLOTS = 2048          # default schedule slots: about 8 CTAs per CU on a 256-CU MI355X
 
 
 def symbol(params: dict) -> str:
-    return f"mqa_prefill_fp4_h{params['heads']}_d{params['head_dim']}_p{params['page_size']}"
+    g = Geometry.of(params)
+    return f"mqa_prefill_fp4_h{g.heads}_d{g.head_dim}_p{g.page_size}"
 
 
 def block(params: dict) -> tuple:
@@ -67,7 +68,7 @@ def check_inputs(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, max_
     for name, t in (("q_fp4", q_fp4), ("q_scale", q_scale), ("kv_cache", kv_cache), ("kv_scale", kv_scale),
                     ("weights", weights), ("block_tables", block_tables)):
         V.check_int(f"{name}.stride(0)", t.stride(0), lo=0)
-    return {"heads": heads, "head_dim": head_dim, "page_size": page_size}
+    return spec_params(heads, head_dim, page_size)
 
 
 def check_windows(rows: int, device, **windows) -> None:

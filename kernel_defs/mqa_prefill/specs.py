@@ -7,24 +7,23 @@ from ..mqa_common.inputs import HEAD_DIMS, HEADS, PAGE_SIZES
 from ...targets import DEFAULT_TARGET
 from ..registry import Budget, Family, kernel_abi
 from . import plan
-from .geometry import Geometry
+from .geometry import Geometry, spec_params
 
 ABI = kernel_abi("void* out, void* q, void* q_scale, void* kv_cache, void* kv_scale, void* block_tables, "
                  "void* weights, void* local_starts, void* local_ends, void* cta_info, int32_t stride_out, "
                  "int32_t stride_q, int32_t stride_qs, int32_t stride_w, int32_t stride_kv_page, "
                  "int32_t stride_kvs_page, int32_t stride_bt, int32_t bt_width, int32_t max_seq_len, "
                  "float weight_scale, int32_t rows, int32_t bt_rows, int32_t num_pages")
-BUDGET_SPEC = {"heads": 64, "head_dim": 128, "page_size": 64}
+BUDGET_SPEC = spec_params(heads=64, head_dim=128, page_size=64)
 BUDGET_MAX_VGPR = 126
 
 
 def specs() -> list:
-    return [{"heads": h, "head_dim": d, "page_size": p}
-            for h in HEADS for d in HEAD_DIMS for p in PAGE_SIZES]
+    return [spec_params(h, d, p) for h in HEADS for d in HEAD_DIMS for p in PAGE_SIZES]
 
 
 def budget(params: dict) -> Budget:
-    lds = Geometry(params["heads"], params["head_dim"], params["page_size"]).lds_bytes
+    lds = Geometry.of(params).lds_bytes
     if params == BUDGET_SPEC:
         return Budget(max_vgpr=BUDGET_MAX_VGPR, max_vgpr_plus_agpr=BUDGET_MAX_VGPR, exact_lds=lds)
     return Budget(exact_lds=lds)

@@ -129,7 +129,7 @@ def test_fuzz_prefill(data):
     le = draw(st.lists(st.integers(-5, span), min_size=rows, max_size=rows), label="local_ends")
     msl = draw(st.integers(0, 320), label="max_seq_len")
     malformed = draw(st.sampled_from([None] * 6 + ["rb_int64", "le_short", "bt_float", "q_scale_shape",
-                                                   "weights_dtype"]), label="malformed")
+                                                   "weights_dtype", "overlapping_out"]), label="malformed")
     gen = torch.Generator().manual_seed(draw(st.integers(0, 1 << 16)))
     q, qs = layouts.make_q((rows,), heads, 128, gen)
     if draw(st.booleans(), label="strided q rows"):
@@ -153,10 +153,19 @@ def test_fuzz_prefill(data):
         qs = qs[:, :, :, :, :2]
     elif malformed == "weights_dtype":
         w = w.float()
+    out = None
+    if malformed == "overlapping_out" and msl:      # (an empty `out` overlaps nothing)
+        out = torch.zeros(rows, msl)
+        le_t = out.view(-1).view(torch.int32)[:rows].copy_(le_t)       # the windows live inside `out`
 
     def call():
         return pa_mqa_logits_fp4_prefill(q, qs, kv_cache, kv_scale, bt, w, rb_t, ls_t, le_t, msl,
-                                         weight_scale=1.5, parallel_unit_num=slots)
+                                         weight_scale=1.5, parallel_unit_num=slots, out=out)
+
+    if out is not None:
+        with pytest.raises(ValueError, match="out: its memory overlaps local_ends"):
+            call()
+        return
 
     def reference():
         return prefill_logits(q, qs, kv_cache, kv_scale, bt, w, rb_t, ls_t, le_t, msl, weight_scale=1.5)

@@ -7,7 +7,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from flyaot import runtime
 from flyaot.formats import codeobject
-from flyaot.kernel_defs.gemm_a16wfp4 import configs, plan, reference, tiles
+from flyaot.kernel_defs.gemm_a16wfp4 import configs, geometry, plan, reference
 from flyaot.ops import gemm_a16wfp4, prepare_mxfp4_weight
 from tests.support import emulated_store
 
@@ -46,7 +46,7 @@ CASES = [
     (configs.GENERIC["prefill"], 128, 256, 256),
     (configs.TUNED[(1536, 7168)]["prefill"], 130, 256, 512),  # bm 128, bn 64, ragged M
 ]
-IDS = [f"{tiles.symbol(c)}-M{m}-N{n}-K{k}" for c, m, n, k in CASES]
+IDS = [f"{geometry.symbol(c)}-M{m}-N{n}-K{k}" for c, m, n, k in CASES]
 
 
 @pytest.mark.parametrize("params, m, n, k", CASES, ids=IDS)
@@ -146,19 +146,19 @@ def test_op_dispatches_the_tuned_table(store):
 
 
 def test_budgets_hold_in_the_built_metadata(store):
-    entries = {tiles.symbol(e["params"]): e for e in store["manifest"]["specs"].values()}
-    assert set(entries) == {tiles.symbol(p) for p in configs.all_configs()}
+    entries = {geometry.symbol(e["params"]): e for e in store["manifest"]["specs"].values()}
+    assert set(entries) == {geometry.symbol(p) for p in configs.all_configs()}
     for sym, e in entries.items():
         r = e["resources"]
         assert r["scratch"] == 0 and r["vgpr_spill"] == 0 and r["sgpr_spill"] == 0, sym
-        assert r["lds"] == tiles.tile(e["params"]).lds_bytes, sym
+        assert r["lds"] == geometry.tile(e["params"]).lds_bytes, sym
         if e["params"]["order"] == "decode":
             assert r["vgpr"] + r["agpr"] <= 256 and r["lds"] <= 80 * 1024, sym
         # The E8M0 0x00 decode needs f32 denormals kept (COMPUTE_PGM_RSRC1 FLOAT_DENORM_MODE_32 = 3).
         rsrc1 = codeobject.parse((store["root"] / e["file"]).read_bytes()).descriptor(sym).pgm_rsrc1
         assert (rsrc1 >> 16) & 3 == 3, sym
     for b in ("d16", "d32"):
-        e = entries[tiles.symbol(configs.TUNED[(8448, 7168)][b])]
+        e = entries[geometry.symbol(configs.TUNED[(8448, 7168)][b])]
         assert e["params"]["sk"] > 1 and e["resources"]["vgpr"] + e["resources"]["agpr"] <= 256
-        assert entries[tiles.symbol(configs.TUNED[(1536, 7168)][b])]["params"]["sk"] == 1
+        assert entries[geometry.symbol(configs.TUNED[(1536, 7168)][b])]["params"]["sk"] == 1
 

@@ -4,7 +4,7 @@ import logging
 import pytest
 import torch
 
-from flyaot.kernel_defs.gemm_a16wfp4 import configs, layout, plan, reference, tiles
+from flyaot.kernel_defs.gemm_a16wfp4 import configs, geometry, layout, plan, reference
 from flyaot.kernel_defs.registry import get_family
 from flyaot.ops import gemm_a16wfp4, prepare_mxfp4_weight
 
@@ -65,17 +65,17 @@ def test_every_config_is_a_valid_spec_and_every_bucket_dispatches():
     assert 8 <= len(all_specs) <= 60
     for p in all_specs:
         fam.validate_params(p)
-        t = tiles.tile(p)
+        t = geometry.tile(p)
         assert fam.budget(p).exact_lds == t.lds_bytes
-    keys = {tiles.symbol(p) for p in all_specs}
+    keys = {geometry.symbol(p) for p in all_specs}
     assert len(keys) == len(all_specs)
     for (n, k), table in configs.TUNED.items():
         for b in configs.BUCKETS:
-            t = tiles.tile(table[b])
+            t = geometry.tile(table[b])
             assert k % t.kstep == 0 and n % t.bn == 0
-            assert tiles.symbol(table[b]) in keys
+            assert geometry.symbol(table[b]) in keys
     for b in configs.BUCKETS:
-        assert tiles.tile(configs.GENERIC[b]).kstep in (128, 256)     # serves every K % 256 == 0
+        assert geometry.tile(configs.GENERIC[b]).kstep in (128, 256)     # serves every K % 256 == 0
 
 
 def test_decode_budgets():
@@ -95,7 +95,7 @@ def test_plan_geometry_and_arguments():
     x = base[:33, :1024]                                     # row stride 1032
     out = torch.empty(33, 512, dtype=torch.bfloat16)
     p = plan.plan(x, prep, out)
-    t = tiles.tile(p.params)
+    t = geometry.tile(p.params)
     assert p.params == configs.GENERIC["mid"]
     assert p.grid == (1, 512 // t.bn, 1) and p.block == (256, 1, 1)
     assert p.args["stride_x"] == 1032 and p.args["stride_out"] == 512

@@ -254,7 +254,7 @@ def _opcheck_cases():
     yield "compute_varqlen_windows", (CU, CTX, 4)
     yield "compute_varqlen_windows_out", (CU, CTX, 4, *(torch.empty(4, dtype=torch.int32) for _ in range(3)))
     yield "compute_prefill_schedule", (*windows, 64, msl, 8)
-    yield "compute_prefill_schedule_out", (*windows, 64, msl, torch.empty(8, 8, dtype=torch.int32))
+    yield "compute_prefill_schedule_out", (*windows, 64, msl, None, torch.empty(8, 8, dtype=torch.int32))
     x, w, s = gemm_problem(256, 512)
     weight = prepare_mxfp4_weight(w, s)
     yield "gemm_a16wfp4", (x, weight.weight, weight.scales, 256, 512)

@@ -32,12 +32,21 @@ def test_import_flyaot_ops_registers_every_op_and_imports_no_compiler():
     assert r["after"] == sorted(f"flyaot::{op}{suffix}" for op in OPS for suffix in ("", "_out"))
 
 
-def test_decorated_op_schema_is_the_public_signature():
+def test_every_op_schema_is_its_public_signature():
+    """Schema = the public parameters in order, less `stream`, the output parameter (the `_out` op's last,
+    written, arguments) and a route-only parameter; a prepared weight travels as its tensors and sizes."""
     import flyaot.ops as ops
-    for fn in (ops.pa_mqa_logits_fp4, ops.pa_mqa_logits_fp4_prefill):
-        public = [p for p in inspect.signature(fn).parameters if p not in ("out", "stream")]
+    cases = ((ops.pa_mqa_logits_fp4, {}, ["out"]), (ops.pa_mqa_logits_fp4_prefill, {}, ["out"]),
+             (ops.pa_mqa_logits_fp4_varqlen, {"windows": []}, ["out"]),
+             (ops.compute_prefill_schedule, {"cta_info_out": []}, ["cta_info_out"]),
+             (ops.compute_varqlen_windows, {}, ["row_to_batch", "local_starts", "local_ends"]),
+             (ops.gemm_a16wfp4, {"weight": ["weight", "scales", "n", "k"], "fused_only": []}, ["out"]))
+    for fn, replaced, outs in cases:
+        public = [q for p in inspect.signature(fn).parameters if p not in ("out", "stream")
+                  for q in replaced.get(p, [p])]
         schema = getattr(torch.ops.flyaot, fn.__name__).default._schema
-        assert [a.name for a in schema.arguments] == public
+        assert [a.name for a in schema.arguments] == public, fn.__name__
         out_schema = getattr(torch.ops.flyaot, fn.__name__ + "_out").default._schema
-        assert [a.name for a in out_schema.arguments] == public + ["out"]
-        assert out_schema.arguments[-1].alias_info.is_write
+        assert [a.name for a in out_schema.arguments] == public + outs, fn.__name__
+        assert [bool(a.alias_info and a.alias_info.is_write) for a in out_schema.arguments] == \
+            [False] * len(public) + [True] * len(outs)
