@@ -22,9 +22,9 @@ def find_packages():
 
 class BuildPy(build_py):
     def run(self):
-        # A rebuilt store has new file names; code objects a previous build copied into build/lib would
-        # otherwise ride along in the next wheel.
-        shutil.rmtree(pathlib.Path(self.build_lib) / "flyaot" / "prebuilt", ignore_errors=True)
+        # Start from an empty build/lib/flyaot: modules a previous build copied there (since moved or
+        # deleted) and code objects of an older store would otherwise ride along in the next wheel.
+        shutil.rmtree(pathlib.Path(self.build_lib) / "flyaot", ignore_errors=True)
         super().run()
 
     def find_package_modules(self, package, package_dir):
