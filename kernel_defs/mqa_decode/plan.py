@@ -10,17 +10,20 @@ Pure Python + torch (no flydsl). Dispatch (`plan_call`), binding knobs against h
 A staged tile outside STAGED_TILES is compiled by the runtime's JIT (MissingSpecError when the JIT is off).
 """
 import functools
+import math
 from dataclasses import dataclass
 
 import torch
 
 from ..mqa_common.inputs import DWORD_ALIGN, HEAD_DIMS, HEADS, PAGE_SIZES, VALUE_ALIGN, check_kv_pages
-from ..mqa_common.layouts import k_tiles, qs_pad
+from ..mqa_common.layouts import K_TILE, k_tiles, qs_pad
 from ..registry import LaunchPlan
-from ..validate import (E8M0, FP4X2, check_choice, check_float, check_int, check_no_overlap, check_rows_disjoint,
+from ..validate import (E8M0, FP4X2, INT32_MAX, check_choice, check_float, check_int, check_no_overlap, check_rows_disjoint,
                         check_same_device, check_tensor)
+from .. import checks
 from .geometry import DIRECT_HEADS, DIRECT_WAVES, QUAD, WAVE, Staged, direct_tile
 from .geometry import MAX_NEXT_N as DIRECT_MAX_NEXT_N
+from .schedule import build_schedule, default_parallel_units
 
 # (block_k, num_warps) of the staged kernel that are prebuilt: the default 256x4 first, then the common
 # caller overrides. Any other tile the staged geometry allows is compiled on first use.
@@ -52,7 +55,73 @@ def check_inputs(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, cont
     """Every check that needs no schedule: raises TypeError/ValueError naming the argument.
 
     Alignment (mqa_common.inputs): Q and KV values are read 16 bytes per lane, Q and KV scales, weights
-    and block-table entries in whole dwords."""
+    and block-table entries in whole dwords. The common case is decided by one read of each tensor's
+    metadata (accepts_inputs); anything it does not accept goes through explain_inputs, which raises
+    the error (or accepts what the quick pass was stricter about)."""
+    s = accepts_inputs(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, context_lens, max_seq_len,
+                       next_n, kv_block_size, weight_scale)
+    if s is not None:
+        return s
+    return explain_inputs(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, context_lens, max_seq_len,
+                          next_n, kv_block_size, weight_scale)
+
+
+_FP4X2, _E8M0 = frozenset(FP4X2), frozenset(E8M0)
+_HEADS, _HEAD_DIMS = frozenset(HEADS), frozenset(HEAD_DIMS)
+_I32, _BF16, _F32 = torch.int32, torch.bfloat16, torch.float32
+Tensor = torch.Tensor
+
+
+def accepts_inputs(q, qs, kv, ks, bt, w, cl, max_seq_len, next_n, page, weight_scale):
+    """Shapes when the inputs pass every check of explain_inputs, else None; never raises.
+
+    The eager op's hot path: each tensor's shape, stride, dtype, device and address read once and
+    compared in straight-line code, no error text built. It may refuse more than explain_inputs (exact
+    int/float types, a size-1 dim's stride), never less: anything it refuses is decided there."""
+    try:
+        if not (isinstance(q, Tensor) and isinstance(qs, Tensor) and isinstance(kv, Tensor) and isinstance(ks, Tensor)
+                and isinstance(bt, Tensor) and isinstance(w, Tensor) and isinstance(cl, Tensor)):
+            return None
+        if not (type(next_n) is int and 1 <= next_n <= MAX_NEXT_N and type(page) is int and page in PAGE_SIZES
+                and type(max_seq_len) is int and 1 <= max_seq_len <= INT32_MAX
+                and (type(weight_scale) is float or type(weight_scale) is int) and math.isfinite(weight_scale)):
+            return None
+        batch, n, heads, d2 = q.shape
+        head_dim, dev = 2 * d2, q.device
+        if n != next_n or heads not in _HEADS or head_dim not in _HEAD_DIMS:
+            return None
+        kt = head_dim // K_TILE
+        if not (q.dtype in _FP4X2 and q.is_contiguous() and not q.data_ptr() % VALUE_ALIGN
+                and qs.dtype in _E8M0 and qs.shape == (batch, next_n, kt, 4, 16, qs_pad(heads))
+                and qs.is_contiguous() and not qs.data_ptr() % DWORD_ALIGN and qs.device == dev):
+            return None
+        # kv pages: [pages, KT, 4, P, 16] values and [pages, KT, 4, P] scales at a page stride that keeps
+        # pages apart and aligned (a single page is never stepped, so its stride is free).
+        pages = kv.shape[0]
+        kv_stride, ks_stride = kv.stride(), ks.stride()
+        if not (kv.dtype in _FP4X2 and kv.shape == (pages, kt, 4, page, 16)
+                and kv_stride[1:] == (64 * page, 16 * page, 16, 1) and not kv.data_ptr() % VALUE_ALIGN
+                and ks.dtype in _E8M0 and ks.shape == (pages, kt, 4, page) and ks_stride[1:] == (4 * page, page, 1)
+                and not ks.data_ptr() % DWORD_ALIGN and kv.device == dev and ks.device == dev
+                and (pages <= 1 or (not kv_stride[0] % VALUE_ALIGN and kv_stride[0] >= kt * 64 * page
+                                    and not ks_stride[0] % DWORD_ALIGN and ks_stride[0] >= kt * 4 * page))):
+            return None
+        bt_shape, bt_stride = bt.shape, bt.stride()
+        if not (bt.dtype is _I32 and len(bt_shape) == 2 and bt_shape[0] == batch and bt_stride[1] == 1
+                and 0 <= bt_stride[0] <= INT32_MAX and not bt.data_ptr() % DWORD_ALIGN and bt.device == dev
+                and w.dtype is _BF16 and w.shape == (batch * next_n, heads) and w.is_contiguous()
+                and not w.data_ptr() % DWORD_ALIGN and w.device == dev
+                and cl.dtype is _I32 and cl.shape == (batch,) and cl.device == dev):
+            return None
+        return Shapes(batch, next_n, heads, head_dim, page)
+    except Exception:             # not a tensor, a wrong rank, ...: explain_inputs names it
+        return None
+
+
+def explain_inputs(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, context_lens, max_seq_len,
+                 next_n, kv_block_size, weight_scale) -> Shapes:
+    """The checks of check_inputs one by one: raises the TypeError/ValueError naming the first argument
+    that fails. The rules of record; `accepts_inputs` only ever accepts a subset of what this accepts."""
     dims = {}
     check_int("next_n", next_n, lo=1, hi=MAX_NEXT_N)
     check_int("kv_block_size", kv_block_size)
@@ -86,6 +155,12 @@ def check_inputs(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, cont
 
 
 def check_out(out, rows: int, max_seq_len: int, like: torch.Tensor) -> None:
+    """f32 [rows, max_seq_len], unit column stride, dword aligned, rows apart, on the inputs' device."""
+    if isinstance(out, Tensor) and out.dtype is _F32 and out.shape == (rows, max_seq_len):
+        stride = out.stride()
+        if (stride[1] == 1 and (rows <= 1 or max_seq_len <= 0 or stride[0] >= max_seq_len)
+                and not out.data_ptr() % DWORD_ALIGN and out.device == like.device):
+            return
     check_tensor("out", out, dtype=torch.float32, shape=(rows, max_seq_len), stride=(None, 1), align=DWORD_ALIGN)
     check_rows_disjoint("out", out)
     check_same_device(out=out, q_fp4=like)
@@ -120,6 +195,11 @@ def is_hint(block_k, num_warps, parallel_unit_num) -> bool:
 
 
 def check_schedule(cta_info, total_ctas, like: torch.Tensor) -> int:
+    """int32 [>= total_ctas, 4] contiguous, dword aligned, on the inputs' device; returns total_ctas."""
+    if (isinstance(cta_info, Tensor) and cta_info.dtype is _I32 and type(total_ctas) is int
+            and cta_info.dim() == 2 and cta_info.shape[1] == 4 and 1 <= total_ctas <= min(cta_info.shape[0], INT32_MAX)
+            and cta_info.is_contiguous() and not cta_info.data_ptr() % DWORD_ALIGN and cta_info.device == like.device):
+        return total_ctas
     check_tensor("cta_info", cta_info, dtype=torch.int32, shape=(None, 4), contiguous=True, align=DWORD_ALIGN)
     check_int("total_ctas", total_ctas, lo=1, hi=cta_info.shape[0])
     check_same_device(cta_info=cta_info, q_fp4=like)
@@ -158,8 +238,10 @@ def direct_plan(s: Shapes, max_seq_len: int, *, out, q_fp4, q_scale, kv_cache, k
     variant: None picks (tile, weight_load) from the grid size (geometry.direct_tile); tests and
     benchmarks may force one of DIRECT_VARIANTS.
     """
-    check_tensor("context_lens", context_lens, dtype=torch.int32, shape=(s.batch,), contiguous=True,
-                 align=DWORD_ALIGN)
+    cl = context_lens
+    if not (isinstance(cl, Tensor) and cl.dtype is _I32 and cl.shape == (s.batch,) and cl.is_contiguous()
+            and not cl.data_ptr() % DWORD_ALIGN):
+        check_tensor("context_lens", cl, dtype=torch.int32, shape=(s.batch,), contiguous=True, align=DWORD_ALIGN)
     if variant is None:
         tile, scalar = direct_tile(s.batch, max_seq_len)
     elif tuple(variant) in DIRECT_VARIANTS:
@@ -193,8 +275,6 @@ def plan_call(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, context
     plan is None when there is nothing to launch (no sequence). `check_values` validates index values
     with a host sync (checked mode). Device work here is torch ops on the inputs' device, never a host
     sync outside checked mode."""
-    from .. import checks
-    from .schedule import build_schedule, default_parallel_units
     s = check_inputs(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, context_lens, max_seq_len,
                      next_n, kv_block_size, weight_scale)
     if (cta_info is None) != (total_ctas is None):
