@@ -149,9 +149,10 @@ def check_no_overlap(out_name: str, out, **inputs) -> None:
     reads an input it overlaps computes garbage. Conservative: byte ranges, not exact element sets, so
     two interleaved views of one buffer count as overlapping. Host metadata only, no sync; an input
     starting past the end of `out` costs one data_ptr(), a contiguous one ending before it three calls."""
-    if not out.numel():
+    lo = out.data_ptr()
+    hi = lo + out.nbytes if out.is_contiguous() else _end(out)
+    if hi == lo:                  # empty: shares no byte
         return
-    lo, hi = out.data_ptr(), _end(out)
     for name, t in inputs.items():
         if t is None:
             continue

@@ -11,7 +11,7 @@ A staged tile outside STAGED_TILES is compiled by the runtime's JIT (MissingSpec
 """
 import functools
 import math
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 
@@ -41,13 +41,20 @@ def block(params: dict) -> tuple:
     return (WAVE * params["num_warps"], 1, 1)
 
 
-@dataclass(frozen=True)
-class Shapes:
+class Shapes(NamedTuple):
+    """What check_inputs established about the inputs: the dispatch axes, and the layout integers the
+    kernels take as arguments (so the plan does not read the tensors' metadata again). A tuple: one is
+    built per call, in a third of a frozen dataclass's time."""
     batch: int
     next_n: int
     heads: int
     head_dim: int
     page_size: int
+    num_pages: int          # kv_cache.shape[0]
+    stride_kv: int          # page strides of kv_cache and kv_scale, row stride of block_tables (elements)
+    stride_ks: int
+    stride_bt: int
+    bt_width: int           # block_tables.shape[1]
 
 
 def check_inputs(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, context_lens, max_seq_len,
@@ -113,7 +120,8 @@ def accepts_inputs(q, qs, kv, ks, bt, w, cl, max_seq_len, next_n, page, weight_s
                 and not w.data_ptr() % DWORD_ALIGN and w.device == dev
                 and cl.dtype is _I32 and cl.shape == (batch,) and cl.device == dev):
             return None
-        return Shapes(batch, next_n, heads, head_dim, page)
+        return Shapes(batch, next_n, heads, head_dim, page, pages, kv_stride[0], ks_stride[0], bt_stride[0],
+                      bt_shape[1])
     except Exception:             # not a tensor, a wrong rank, ...: explain_inputs names it
         return None
 
@@ -151,7 +159,8 @@ def explain_inputs(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, co
     check_tensor("context_lens", context_lens, dtype=torch.int32, shape=(batch,))
     check_same_device(q_fp4=q_fp4, q_scale=q_scale, kv_cache=kv_cache, kv_scale=kv_scale,
                       block_tables=block_tables, weights=weights, context_lens=context_lens)
-    return Shapes(batch, next_n, heads, head_dim, p)
+    return Shapes(batch, next_n, heads, head_dim, p, kv_cache.shape[0], kv_cache.stride(0), kv_scale.stride(0),
+                  block_tables.stride(0), block_tables.shape[1])
 
 
 def check_out(out, rows: int, max_seq_len: int, like: torch.Tensor) -> None:
@@ -175,6 +184,12 @@ def staged_tile(block_k, num_warps, page_size: int, head_dim: int = 128):
     depend on the wave count)."""
     bk = DEFAULT_TILE[0] if block_k is None else check_int("block_k", block_k, lo=1)
     w = DEFAULT_TILE[1] if num_warps is None else check_int("num_warps", num_warps, lo=1, hi=MAX_WARPS)
+    return _staged_tile(bk, w, page_size, head_dim)
+
+
+@functools.lru_cache(maxsize=256)
+def _staged_tile(bk: int, w: int, page_size: int, head_dim: int):
+    """staged_tile past the type checks (so a cache hit never stands in for one: True == 1)."""
     if bk % page_size:
         raise ValueError(f"block_k={bk} must be a multiple of kv_block_size={page_size}")
     if (bk // 16) % w:
@@ -215,9 +230,8 @@ def staged_plan(s: Shapes, block_k: int, num_warps: int, *, out, q_fp4, q_scale,
         "out": out, "q": q_fp4, "q_scale": q_scale, "kv_cache": kv_cache, "kv_scale": kv_scale,
         "block_tables": block_tables, "weights": weights, "cta_info": cta_info,
         "next_n": s.next_n, "max_seq_len": out.shape[1], "stride_out": out.stride(0),
-        "stride_kv": kv_cache.stride(0), "stride_ks": kv_scale.stride(0), "stride_bt": block_tables.stride(0),
-        "weight_scale": weight_scale, "rows": out.shape[0], "num_pages": kv_cache.shape[0],
-        "bt_width": block_tables.shape[1],
+        "stride_kv": s.stride_kv, "stride_ks": s.stride_ks, "stride_bt": s.stride_bt,
+        "weight_scale": weight_scale, "rows": out.shape[0], "num_pages": s.num_pages, "bt_width": s.bt_width,
     }
     return _family().launch_plan(params, (total_ctas, 1, 1), args)
 
@@ -254,8 +268,8 @@ def direct_plan(s: Shapes, max_seq_len: int, *, out, q_fp4, q_scale, kv_cache, k
         "out": out, "q": q_fp4, "q_scale": q_scale, "kv_cache": kv_cache, "kv_scale": kv_scale,
         "block_tables": block_tables, "weights": weights, "context_lens": context_lens,
         "next_n": s.next_n, "max_seq_len": max_seq_len, "stride_out": out.stride(0),
-        "stride_kv": kv_cache.stride(0), "stride_ks": kv_scale.stride(0), "stride_bt": block_tables.stride(0),
-        "weight_scale": weight_scale, "num_pages": kv_cache.shape[0], "bt_width": block_tables.shape[1],
+        "stride_kv": s.stride_kv, "stride_ks": s.stride_ks, "stride_bt": s.stride_bt,
+        "weight_scale": weight_scale, "num_pages": s.num_pages, "bt_width": s.bt_width,
     }
     return _family().launch_plan(params, (-(-max_seq_len // tile), s.batch, 1), args)
 
@@ -292,13 +306,12 @@ def plan_call(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, context
         checks.decode_values(block_tables=block_tables, context_lens=context_lens, num_pages=kv_cache.shape[0],
                              page_size=s.page_size, max_seq_len=max_seq_len, next_n=next_n, cta_info=cta_info,
                              total_ctas=total_ctas)
-    tensors = dict(q_fp4=q_fp4, q_scale=q_scale, kv_cache=kv_cache, kv_scale=kv_scale, block_tables=block_tables,
-                   weights=weights)
     if takes_direct_path(s, cta_info=cta_info, total_ctas=total_ctas, block_k=block_k, num_warps=num_warps,
                          parallel_unit_num=parallel_unit_num):
         out = _minus_inf(out, rows, max_seq_len, q_fp4.device)
-        return out, direct_plan(s, max_seq_len, out=out, context_lens=context_lens.contiguous(),
-                                weight_scale=float(weight_scale), **tensors)
+        return out, direct_plan(s, max_seq_len, out=out, q_fp4=q_fp4, q_scale=q_scale, kv_cache=kv_cache,
+                                kv_scale=kv_scale, block_tables=block_tables, weights=weights,
+                                context_lens=context_lens.contiguous(), weight_scale=float(weight_scale))
     bk, w = staged_tile(block_k, num_warps, s.page_size, s.head_dim)
     if cta_info is not None:
         if parallel_unit_num is not None:
@@ -311,8 +324,9 @@ def plan_call(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, context
                       else check_int("parallel_unit_num", parallel_unit_num, lo=1))
         cta_info, _ = build_schedule(context_lens, bk, total_ctas, max_seq_len, next_n)
         out = _minus_inf(out, rows, max_seq_len, q_fp4.device)
-    return out, staged_plan(s, bk, w, out=out, cta_info=cta_info, total_ctas=total_ctas,
-                            weight_scale=float(weight_scale), **tensors)
+    return out, staged_plan(s, bk, w, out=out, q_fp4=q_fp4, q_scale=q_scale, kv_cache=kv_cache, kv_scale=kv_scale,
+                            block_tables=block_tables, weights=weights, cta_info=cta_info, total_ctas=total_ctas,
+                            weight_scale=float(weight_scale))
 
 
 def _minus_inf(out, rows: int, max_seq_len: int, device):

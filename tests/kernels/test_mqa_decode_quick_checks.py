@@ -132,7 +132,8 @@ def test_quick_pass_accepts_ordinary_inputs(cfg):
         len(cfg["ctx"]), cfg["next_n"], cfg["heads"], cfg["head_dim"], cfg["page"])
     # shared KV pools: pages at a wider aligned stride are the ordinary case too
     wide = _restrided(tensors["kv_cache"], (tensors["kv_cache"].stride(0) + 256,) + tensors["kv_cache"].stride()[1:])
-    assert P.accepts_inputs(*_args(dict(tensors, kv_cache=wide), scalars)) == s
+    pooled = _args(dict(tensors, kv_cache=wide), scalars)
+    assert P.accepts_inputs(*pooled) == P.explain_inputs(*pooled) == s._replace(stride_kv=wide.stride(0))
 
 
 def _out_record(out, rows, msl, like):
