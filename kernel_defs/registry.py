@@ -23,7 +23,7 @@ import importlib.util
 import pathlib
 import pkgutil
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Optional
+from typing import Callable, Mapping, NamedTuple, Optional
 
 from ..formats.manifest import SLOT_CTYPES
 
@@ -146,12 +146,12 @@ def family_source_hash(family: str) -> str:
     return h.hexdigest()
 
 
-@dataclass(frozen=True)
-class LaunchPlan:
+class LaunchPlan(NamedTuple):
     """What a family's plan.py decides for one call: which spec, the launch geometry, the arguments.
 
     `args` maps every kernel argument name (as the code object's manifest slots name them) to its
-    value: a torch.Tensor for pointer slots, a Python int for int32/int64, a float for f32.
+    value: a torch.Tensor for pointer slots, a Python int for int32/int64, a float for f32. A tuple
+    (immutable like a frozen dataclass, built in a third of the time: one is built per op call).
     """
     family: str
     params: dict

@@ -147,18 +147,22 @@ def _end(t) -> int:
 def check_no_overlap(out_name: str, out, **inputs) -> None:
     """`out` shares no byte with any named input (None values skipped): a kernel writing `out` while it
     reads an input it overlaps computes garbage. Conservative: byte ranges, not exact element sets, so
-    two interleaved views of one buffer count as overlapping. Host metadata only, no sync; the common
-    case (an input starting past the end of `out`) costs one data_ptr()."""
-    if not out.numel():
+    two interleaved views of one buffer count as overlapping. Host metadata only, no sync; an input
+    starting past the end of `out` costs one data_ptr(), a contiguous one ending before it three calls."""
+    lo = out.data_ptr()
+    hi = lo + out.nbytes if out.is_contiguous() else _end(out)
+    if hi == lo:                  # empty: shares no byte
         return
-    lo, hi = out.data_ptr(), _end(out)
     for name, t in inputs.items():
-        if t is None or t.data_ptr() >= hi or not t.numel():
+        if t is None:
             continue
-        end = _end(t)
-        if end > lo:
+        start = t.data_ptr()
+        if start >= hi:
+            continue
+        end = start + t.nbytes if t.is_contiguous() else _end(t)
+        if end > lo and t.numel():
             raise ValueError(f"{out_name}: its memory overlaps {name} (bytes 0x{lo:x}-0x{hi:x} and "
-                             f"0x{t.data_ptr():x}-0x{end:x}); an output must not alias an input")
+                             f"0x{start:x}-0x{end:x}); an output must not alias an input")
 
 
 def check_rows_disjoint(name: str, t) -> None:
