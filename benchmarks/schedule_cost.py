@@ -11,7 +11,6 @@ native torch op (`x.add_(1)` on a 16-element tensor of the same device) measured
 import argparse
 import os
 import sys
-import time
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -21,6 +20,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 from flyaot import runtime  # noqa: E402
 from flyaot.compat import aiter  # noqa: E402
 from flyaot.kernel_defs.gemm_a16wfp4.reference import random_weight  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from launch_overhead import best_us  # noqa: E402  (one timing loop for the host-cost benchmarks)
 from flyaot.kernel_defs.mqa_common import layouts  # noqa: E402
 from flyaot.kernel_defs.mqa_decode import plan as decode_plan  # noqa: E402
 from flyaot.kernel_defs.mqa_decode import schedule as decode_schedule  # noqa: E402
@@ -51,18 +53,6 @@ def count(fn):
     with DeviceOps() as d:
         fn()
     return d
-
-
-def best_us(fn, n, runs, sync):
-    best = float("inf")
-    for _ in range(runs):
-        sync()
-        t0 = time.perf_counter()
-        for _ in range(n):
-            fn()
-        sync()
-        best = min(best, (time.perf_counter() - t0) / n * 1e6)
-    return best
 
 
 def problems(dev):
