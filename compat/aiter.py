@@ -73,7 +73,8 @@ def compute_varctx_schedule(context_lens, block_k, parallel_unit_num, max_seq_le
     """(safe, cta_info int32 [P, 4], P) of the decode op's persistent grid, built on the device without
     a host sync. parallel_unit_num None: B * next_n * ceil(max_seq_len / block_k). `cta_info_out`
     (int32, at least P rows of 4) is refilled in place and returned whole (graph capture)."""
-    _check_tensor("context_lens", context_lens, ndim=1)
+    # int32 only, as the ops take it: narrowing int64 would wrap a length of 2**32 + 70 to 70.
+    _check_tensor("context_lens", context_lens, dtype=torch.int32, ndim=1)
     _check_int("block_k", block_k, lo=1)
     _check_int("max_seq_len", max_seq_len, lo=1)
     _check_int("next_n", next_n, lo=1)
@@ -87,8 +88,7 @@ def compute_varctx_schedule(context_lens, block_k, parallel_unit_num, max_seq_le
         if cta_info_out.shape[0] < units:
             raise ValueError(f"cta_info_out: {cta_info_out.shape[0]} rows < parallel_unit_num={units}")
         target = cta_info_out[:units]
-    ctx = context_lens if context_lens.dtype == torch.int32 else context_lens.to(torch.int32)
-    info, safe = _decode_schedule(ctx, block_k, units, max_seq_len, next_n, out=target)
+    info, safe = _decode_schedule(context_lens, block_k, units, max_seq_len, next_n, out=target)
     return safe, (info if cta_info_out is None else cta_info_out), units
 
 

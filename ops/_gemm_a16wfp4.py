@@ -107,11 +107,11 @@ def gemm_a16wfp4(x: torch.Tensor, weight: PreparedMXFP4Weight, out=None, *, fuse
         if _is_compiling() or _dispatch_modes():
             return _traced_fallback(x, weight, out)
         gemm_plan.check_x(x, weight.k)
-        w = _fallback_weight(weight)
-        if out is None:
-            return torch.nn.functional.linear(x, w)
-        gemm_plan.check_out(out, x.shape[0], weight.n, x, weight)
-        return torch.mm(x, w.t(), out=out)
+        if out is not None:
+            gemm_plan.check_out(out, x.shape[0], weight.n, x, weight)
+        with on_stream(stream):
+            w = _fallback_weight(weight)
+            return torch.nn.functional.linear(x, w) if out is None else torch.mm(x, w.t(), out=out)
     m = gemm_plan.check_x(x, weight.k)
     if out is None:
         with on_stream(stream):

@@ -115,8 +115,8 @@ def pa_mqa_logits_fp4_prefill(q_fp4: torch.Tensor, q_scale: torch.Tensor, kv_cac
     or its `_out` variant with `out`; `stream` must then be None.
 
     Knobs: block_k and num_warps are checked as upstream checks them but are hints (one prefill kernel
-    serves every value); parallel_unit_num is a hint (the schedule gets max(parallel_unit_num, the op's
-    own slot count) slots). Binding: an external schedule, either this kernel's table (int32 [slots, 8],
+    serves every value); parallel_unit_num must be at least the row count, as upstream's, and above that
+    is a hint (the schedule gets max(parallel_unit_num, the op's own slot count) slots). Binding: an external schedule, either this kernel's table (int32 [slots, 8],
     from compute_prefill_schedule) or a one-row-per-CTA table (int32 [slots, 6]: row, batch,
     chunk_start, chunk_count, local_start, local_end, chunks of block_k tokens), converted on the device
     without a host sync; n_ctas is then the number of its slots to run.

@@ -49,11 +49,6 @@ _lock = threading.Lock()
 _POSITIONAL = inspect.Parameter.POSITIONAL_OR_KEYWORD
 
 
-def registered_ops() -> list:
-    """Qualified names of every op registered in this process (flyaot::...)."""
-    return sorted(_registered)
-
-
 def _register(name: str, impl, *, mutates_args, fake):
     qualname = f"{NAMESPACE}::{name}"
     with _lock:

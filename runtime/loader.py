@@ -1,9 +1,12 @@
 """Load one store entry onto one device: the store's checks, then module, function, launcher."""
+import logging
 from dataclasses import dataclass
 
 from ..store.slots import ArgLayout
 from ..store.verify import check_entry
 from .errors import ArchMismatchError
+
+log = logging.getLogger("flyaot.runtime")
 
 
 @dataclass
@@ -38,6 +41,9 @@ def load_checked(driver, device: int, store, entry: dict, data: bytes, layout: A
             layout.cross_check_params(params, origin)
         launcher = driver.make_launcher(function, layout, device, prefer_c)
     except BaseException:
-        driver.unload(module)
+        try:
+            driver.unload(module)
+        except Exception:          # the first error is the one to report
+            log.warning("unloading %s after a failed load also failed", origin, exc_info=True)
         raise
     return Loaded(entry["key"], driver, device, module, function, layout, launcher)

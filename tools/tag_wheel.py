@@ -44,7 +44,9 @@ def tag(wheel: pathlib.Path, platform_tag: str = PLATFORM_TAG) -> pathlib.Path:
         raise SystemExit(f"{wheel.name} needs {found}, newer than the {platform_tag} it would be tagged with")
     subprocess.run([sys.executable, "-m", "wheel", "tags", "--platform-tag", platform_tag, "--remove", str(wheel)],
                    check=True, capture_output=True)
-    new = next(wheel.parent.glob(f"{wheel.name.split('-')[0]}-*{platform_tag}.whl"))
+    new = wheel.with_name(wheel.name[:-len(".whl")].rsplit("-", 1)[0] + f"-{platform_tag}.whl")
+    if not new.exists():
+        raise SystemExit(f"`wheel tags` did not write {new.name}")
     lowest_policy(new)          # still consistent after retagging
     print(f"{new.name}: launcher satisfies {found}; tagged {platform_tag}")
     return new

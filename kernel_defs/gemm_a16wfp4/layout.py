@@ -75,20 +75,6 @@ class PreparedMXFP4Weight:
         tensors = (self.weight, self.scales, self.bf16_cache)
         return sum(t.numel() * t.element_size() for t in tensors if t is not None)
 
-    def check_tensors(self) -> None:
-        """The kernels address the weight from n and k alone: both tensors must be exactly
-        [n, k/2] and [n, k/32] bytes, dense (a hand-built or mutated weight whose n/k exceed its
-        tensors would make them read other memory). Raises ValueError/TypeError."""
-        if not isinstance(self.n, int) or not isinstance(self.k, int) or isinstance(self.n, bool) \
-                or isinstance(self.k, bool):
-            raise TypeError(f"weight: n and k must be ints, got {type(self.n).__name__}, {type(self.k).__name__}")
-        for name, t, cols in (("weight.weight", self.weight, self.k // 2), ("weight.scales", self.scales, self.k // 32)):
-            if not isinstance(t, torch.Tensor):
-                raise TypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
-            if t.element_size() != 1 or tuple(t.shape) != (self.n, cols) or not t.is_contiguous():
-                raise ValueError(f"{name}: a fused weight with N={self.n}, K={self.k} needs a contiguous one-byte "
-                                 f"[{self.n}, {cols}] tensor, got {t.dtype} {tuple(t.shape)} stride {t.stride()}")
-
     def natural(self):
         """(w_packed [N, K/2], scales [N, K/32]) in the natural layout (inverse of the preparation)."""
         if not self.fused:

@@ -82,7 +82,7 @@ def plan(x, weight: PreparedMXFP4Weight, out, *, params: dict = None) -> LaunchP
     if not weight.fused:
         raise ValueError(f"weight: N={weight.n}, K={weight.k} is not served by the fused kernels "
                          f"(both must be multiples of {FUSED_ALIGN})")
-    weight.check_tensors()
+    check_weight(weight)
     m = check_x(x, weight.k)
     check_device("x", x, weight.weight)
     check_out(out, m, weight.n, x, weight)

@@ -299,6 +299,12 @@ def plan_call(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, context
         check_no_overlap("out", out, q_fp4=q_fp4, q_scale=q_scale, kv_cache=kv_cache, kv_scale=kv_scale,
                          block_tables=block_tables, weights=weights, context_lens=context_lens, cta_info=cta_info)
     if s.batch == 0:              # no sequence: the empty [0, max_seq_len] result, nothing launched
+        staged_tile(block_k, num_warps, s.page_size, s.head_dim)        # bad knobs are errors all the same
+        if parallel_unit_num is not None:
+            if cta_info is not None:
+                raise ValueError("parallel_unit_num applies to the internal schedule only; it cannot be combined "
+                                 "with cta_info")
+            check_int("parallel_unit_num", parallel_unit_num, lo=1)
         return _minus_inf(out, 0, max_seq_len, q_fp4.device), None
     if check_values:
         checks.decode_values(block_tables=block_tables, context_lens=context_lens, num_pages=kv_cache.shape[0],
