@@ -81,15 +81,20 @@ def compute_varctx_schedule(context_lens, block_k, parallel_unit_num, max_seq_le
     batch = context_lens.shape[0]
     units = _default_units(batch, next_n, max_seq_len, block_k) if parallel_unit_num is None else \
         _check_int("parallel_unit_num", parallel_unit_num, lo=1)
-    target = None
-    if cta_info_out is not None:
-        _check_tensor("cta_info_out", cta_info_out, dtype=torch.int32, shape=(None, _DECODE_INFO_WIDTH),
-                      device=context_lens, contiguous=True)
-        if cta_info_out.shape[0] < units:
-            raise ValueError(f"cta_info_out: {cta_info_out.shape[0]} rows < parallel_unit_num={units}")
-        target = cta_info_out[:units]
+    target = _pooled_rows(cta_info_out, _DECODE_INFO_WIDTH, units, context_lens)
     info, safe = _decode_schedule(context_lens, block_k, units, max_seq_len, next_n, out=target)
     return safe, (info if cta_info_out is None else cta_info_out), units
+
+
+def _pooled_rows(cta_info_out, width: int, units: int, like):
+    """The first `units` rows of a caller's pooled int32 [>= units, width] schedule buffer (None: the
+    builder allocates)."""
+    if cta_info_out is None:
+        return None
+    _check_tensor("cta_info_out", cta_info_out, dtype=torch.int32, shape=(None, width), device=like, contiguous=True)
+    if cta_info_out.shape[0] < units:
+        raise ValueError(f"cta_info_out: {cta_info_out.shape[0]} rows < parallel_unit_num={units}")
+    return cta_info_out[:units]
 
 
 # ------------------------------------------------------------------------------------- prefill
@@ -102,19 +107,13 @@ def compute_prefill_schedule(row_to_batch, local_starts, local_ends, block_k, pa
     CTA_INFO_WIDTH) is refilled in place and returned whole (graph capture)."""
     rows = local_ends.shape[0] if isinstance(local_ends, torch.Tensor) else None
     for name, t in (("row_to_batch", row_to_batch), ("local_starts", local_starts), ("local_ends", local_ends)):
-        _check_tensor(name, t, shape=(rows,), device=local_ends)
+        _check_tensor(name, t, dtype=torch.int32, shape=(rows,), device=local_ends)
     if rows < 1:
         raise ValueError("compute_prefill_schedule: needs at least one row")
     _check_int("block_k", block_k, lo=1)
     _check_int("max_seq_len", max_seq_len, lo=0)
     units = _check_int("parallel_unit_num", parallel_unit_num, lo=rows)
-    target = None
-    if cta_info_out is not None:
-        _check_tensor("cta_info_out", cta_info_out, dtype=torch.int32, shape=(None, CTA_INFO_WIDTH),
-                      device=local_ends, contiguous=True)
-        if cta_info_out.shape[0] < units:
-            raise ValueError(f"cta_info_out: {cta_info_out.shape[0]} rows < parallel_unit_num={units}")
-        target = cta_info_out[:units]
+    target = _pooled_rows(cta_info_out, CTA_INFO_WIDTH, units, local_ends)
     safe, info = _prefill_schedule.build_row_schedule(row_to_batch, local_starts, local_ends, block_k=block_k,
                                                       slots=units, max_seq_len=max_seq_len, out=target)
     return safe, (info if cta_info_out is None else cta_info_out), units
