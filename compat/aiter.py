@@ -23,9 +23,9 @@ from .. import runtime as _runtime
 from ..kernel_defs.gemm_a16wfp4 import configs as _configs
 from ..kernel_defs.gemm_a16wfp4 import plan as _gemm_plan
 from ..kernel_defs.gemm_a16wfp4.layout import PreparedMXFP4Weight as _Prepared
-from ..kernel_defs.mqa_decode.schedule import build_schedule as _decode_schedule
 from ..kernel_defs.mqa_decode.schedule import default_parallel_units as _default_units
 from ..kernel_defs.mqa_prefill import schedule as _prefill_schedule
+from ..kernel_defs.mqa_runs_schedule import plan as _runs_schedule
 from ..kernel_defs.validate import check_int as _check_int
 from ..kernel_defs.validate import check_tensor as _check_tensor
 from ..ops._torch_ops import dispatch_modes as _dispatch_modes
@@ -70,9 +70,10 @@ def flydsl_pa_mqa_logits_fp4(q_fp4, q_scale, kv_cache, kv_scale, block_tables, w
 
 
 def compute_varctx_schedule(context_lens, block_k, parallel_unit_num, max_seq_len, next_n=1, cta_info_out=None):
-    """(safe, cta_info int32 [P, 4], P) of the decode op's persistent grid, built on the device without
-    a host sync. parallel_unit_num None: B * next_n * ceil(max_seq_len / block_k). `cta_info_out`
-    (int32, at least P rows of 4) is refilled in place and returned whole (graph capture)."""
+    """(safe, cta_info int32 [P, 4], P) of the decode op's persistent grid, built by one kernel launch on
+    the current stream, without a host sync. parallel_unit_num None: B * next_n * ceil(max_seq_len /
+    block_k). `cta_info_out` (int32, at least P rows of 4) is refilled in place and returned whole
+    (graph capture)."""
     # int32 only, as the ops take it: narrowing int64 would wrap a length of 2**32 + 70 to 70.
     _check_tensor("context_lens", context_lens, dtype=torch.int32, ndim=1)
     _check_int("block_k", block_k, lo=1)
@@ -82,7 +83,8 @@ def compute_varctx_schedule(context_lens, block_k, parallel_unit_num, max_seq_le
     units = _default_units(batch, next_n, max_seq_len, block_k) if parallel_unit_num is None else \
         _check_int("parallel_unit_num", parallel_unit_num, lo=1)
     target = _pooled_rows(cta_info_out, _DECODE_INFO_WIDTH, units, context_lens)
-    info, safe = _decode_schedule(context_lens, block_k, units, max_seq_len, next_n, out=target)
+    info, safe, plan = _runs_schedule.varctx_plan(context_lens, block_k, units, max_seq_len, next_n, out=target)
+    _runtime.launch(plan)
     return safe, (info if cta_info_out is None else cta_info_out), units
 
 
@@ -102,9 +104,9 @@ def _pooled_rows(cta_info_out, width: int, units: int, like):
 def compute_prefill_schedule(row_to_batch, local_starts, local_ends, block_k, parallel_unit_num, max_seq_len,
                              cta_info_out=None):
     """(safe, cta_info int32 [P, CTA_INFO_WIDTH], P) in upstream's one-row-per-CTA format (row, batch,
-    chunk_start, chunk_count, local_start, local_end; block_k-token chunks), built on the device without
-    a host sync. Needs parallel_unit_num >= rows. `cta_info_out` (int32, at least P rows of
-    CTA_INFO_WIDTH) is refilled in place and returned whole (graph capture)."""
+    chunk_start, chunk_count, local_start, local_end; block_k-token chunks), built by one kernel launch on
+    the current stream, without a host sync. Needs parallel_unit_num >= rows. `cta_info_out` (int32, at
+    least P rows of CTA_INFO_WIDTH) is refilled in place and returned whole (graph capture)."""
     rows = local_ends.shape[0] if isinstance(local_ends, torch.Tensor) else None
     for name, t in (("row_to_batch", row_to_batch), ("local_starts", local_starts), ("local_ends", local_ends)):
         _check_tensor(name, t, dtype=torch.int32, shape=(rows,), device=local_ends)
@@ -114,8 +116,9 @@ def compute_prefill_schedule(row_to_batch, local_starts, local_ends, block_k, pa
     _check_int("max_seq_len", max_seq_len, lo=0)
     units = _check_int("parallel_unit_num", parallel_unit_num, lo=rows)
     target = _pooled_rows(cta_info_out, CTA_INFO_WIDTH, units, local_ends)
-    safe, info = _prefill_schedule.build_row_schedule(row_to_batch, local_starts, local_ends, block_k=block_k,
-                                                      slots=units, max_seq_len=max_seq_len, out=target)
+    safe, info, plan = _runs_schedule.rows_plan(row_to_batch, local_starts, local_ends, block_k=block_k, slots=units,
+                                                max_seq_len=max_seq_len, out=target)
+    _runtime.launch(plan)
     return safe, (info if cta_info_out is None else cta_info_out), units
 
 

@@ -5,7 +5,7 @@ import torch
 
 from .. import runtime
 from ..kernel_defs.mqa_decode import plan as P
-from ..kernel_defs.mqa_decode.schedule import build_schedule
+from ..kernel_defs.mqa_runs_schedule.plan import varctx_plan
 from ._torch_ops import on_stream, traced_op
 
 
@@ -55,13 +55,15 @@ def pa_mqa_logits_fp4(q_fp4: torch.Tensor, q_scale: torch.Tensor, kv_cache: torc
     pa_mqa_logits_fp4_out with `out`; `stream` must then be None.
     """
     with on_stream(stream):
-        out, plan = P.plan_call(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, context_lens,
+        out, plans = P.plan_call(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, context_lens,
                                 max_seq_len, weight_scale=weight_scale, next_n=next_n, block_k=block_k,
                                 kv_block_size=kv_block_size, num_warps=num_warps,
                                 parallel_unit_num=parallel_unit_num, out=out, cta_info=cta_info,
                                 total_ctas=total_ctas, check_values=runtime.runtime().config.check)
-        if plan is not None:
-            runtime.launch(plan, stream=stream)
+        if len(plans) == 1:
+            runtime.launch(plans[0], stream=stream)
+        elif plans:                   # the internal schedule, then the staged kernel, on one stream
+            runtime.launch_all(plans, stream=stream)
     return out
 
 
@@ -91,7 +93,8 @@ def selftest(device):
         cpu, dev = _hook_problem(seed, ctx, next_n, heads, device, head_dim=head_dim, page=page)
         kw = {"kv_block_size": page}
         if external:              # caller-built schedule in a fixed buffer; the caller pre-fills -inf
-            cta_info, _ = build_schedule(dev[-1], P.DEFAULT_TILE[0], len(ctx) * next_n, msl, next_n)
+            cta_info, _, plan = varctx_plan(dev[-1], P.DEFAULT_TILE[0], len(ctx) * next_n, msl, next_n)
+            runtime.launch(plan)
             kw.update(cta_info=cta_info, total_ctas=len(ctx) * next_n,
                       out=torch.full((len(ctx) * next_n, msl), float("-inf"), device=device))
         out = pa_mqa_logits_fp4(*dev, msl, next_n=next_n, weight_scale=1.5, **kw)

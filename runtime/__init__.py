@@ -29,6 +29,15 @@ def launch(plan, *, stream=None) -> None:
     (_runtime or runtime()).launch(plan, stream)
 
 
+def launch_all(plans, *, stream=None) -> None:
+    """Launch LaunchPlans in order on one stream, once every one of them has its code object: a missing
+    one fails before the first launch, and every miss is recorded (FLYAOT_RECORD_MISSES), not only the
+    first."""
+    (_runtime or runtime()).resolve(plans)
+    for plan in plans:
+        launch(plan, stream=stream)
+
+
 def kernel(family: str, params: dict):
     """The reusable launcher of one spec: `kernel(grid, block, args, stream=None)`; skips the plan lookup."""
     return runtime().kernel(family, params)

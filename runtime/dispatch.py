@@ -11,7 +11,7 @@ from ..formats.manifest import Spec
 from ..store.index import Index
 from . import drivers, jit, loader, misses
 from .config import EXPECTED_FLYDSL, Config
-from .errors import JitError, StoreError
+from .errors import JitError, MissingSpecError, StoreError
 
 log = logging.getLogger("flyaot.runtime")
 
@@ -66,6 +66,18 @@ class Runtime:
         except (KeyError, TypeError):      # TypeError: an unhashable parameter, named by kernel()
             k = self.kernel(plan.family, plan.params)
         k(plan.grid, plan.block, plan.args, stream)
+
+    def resolve(self, plans) -> None:
+        """Find and load the code object of every plan (on its tensors' device); raises the first
+        MissingSpecError after trying them all."""
+        missing = None
+        for plan in plans:
+            try:
+                self.kernel(plan.family, plan.params).resolve(plan.args)
+            except MissingSpecError as e:
+                missing = missing or e
+        if missing is not None:
+            raise missing
 
     def find(self, spec: Spec, device: int):
         """(store, spec id, entry) for the spec: from a store, else JIT into the user cache, else an error."""
@@ -176,6 +188,12 @@ class Kernel:
         rc = launcher(grid, block, args, s)
         if rc:
             self._failed(rc, device, launcher, grid, block, args, s)
+
+    def resolve(self, args) -> None:
+        """Load this kernel for the device of `args` (what a launch would), without launching."""
+        device = self._device_of(args)
+        if device not in self._by_device:
+            self._load(device)
 
     def _device_of(self, args) -> int:
         for name, v in args.items():

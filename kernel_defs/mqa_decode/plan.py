@@ -17,13 +17,14 @@ import torch
 
 from ..mqa_common.inputs import DWORD_ALIGN, HEAD_DIMS, HEADS, PAGE_SIZES, VALUE_ALIGN, check_kv_pages
 from ..mqa_common.layouts import K_TILE, k_tiles, qs_pad
+from ..mqa_runs_schedule import plan as runs_schedule
 from ..registry import LaunchPlan
 from ..validate import (E8M0, FP4X2, INT32_MAX, check_choice, check_float, check_int, check_no_overlap, check_rows_disjoint,
                         check_same_device, check_tensor)
 from .. import checks
 from .geometry import DIRECT_HEADS, QUAD, WAVE, Staged, direct_params, direct_tile, staged_params
 from .geometry import MAX_NEXT_N as DIRECT_MAX_NEXT_N
-from .schedule import build_schedule, default_parallel_units
+from .schedule import default_parallel_units
 
 # (block_k, num_warps) of the staged kernel that are prebuilt: the default 256x4 first, then the common
 # caller overrides. Any other tile the staged geometry allows is compiled on first use.
@@ -282,11 +283,12 @@ def _family():
 def plan_call(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, context_lens, max_seq_len, *,
               weight_scale, next_n, block_k, kv_block_size, num_warps, parallel_unit_num, out, cta_info,
               total_ctas, check_values: bool = False):
-    """The whole decision of one `pa_mqa_logits_fp4` call: check, choose the kernel (see the module doc),
-    build the internal schedule and fill `out` with -inf where the op owns that. Returns (out, plan);
-    plan is None when there is nothing to launch (no sequence). `check_values` validates index values
-    with a host sync (checked mode). Device work here is torch ops on the inputs' device, never a host
-    sync outside checked mode."""
+    """The whole decision of one `pa_mqa_logits_fp4` call: check, choose the kernel (see the module doc)
+    and fill `out` with -inf where the op owns that. Returns (out, plans): the LaunchPlans to launch in
+    order on one stream, none when there is nothing to launch (no sequence); the internal staged
+    schedule is the first of two (the mqa_runs_schedule kernel writes cta_info, then the staged kernel
+    reads it). `check_values` validates index values with a host sync (checked mode). Device work here
+    is the -inf fill on the inputs' device, never a host sync outside checked mode."""
     s = check_inputs(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, context_lens, max_seq_len,
                      next_n, kv_block_size, weight_scale)
     if (cta_info is None) != (total_ctas is None):
@@ -305,7 +307,7 @@ def plan_call(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, context
                 raise ValueError("parallel_unit_num applies to the internal schedule only; it cannot be combined "
                                  "with cta_info")
             check_int("parallel_unit_num", parallel_unit_num, lo=1)
-        return _minus_inf(out, 0, max_seq_len, q_fp4.device), None
+        return _minus_inf(out, 0, max_seq_len, q_fp4.device), ()
     if check_values:
         checks.decode_values(block_tables=block_tables, context_lens=context_lens, num_pages=kv_cache.shape[0],
                              page_size=s.page_size, max_seq_len=max_seq_len, next_n=next_n, cta_info=cta_info,
@@ -313,10 +315,11 @@ def plan_call(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, context
     if takes_direct_path(s, cta_info=cta_info, total_ctas=total_ctas, block_k=block_k, num_warps=num_warps,
                          parallel_unit_num=parallel_unit_num):
         out = _minus_inf(out, rows, max_seq_len, q_fp4.device)
-        return out, direct_plan(s, max_seq_len, out=out, q_fp4=q_fp4, q_scale=q_scale, kv_cache=kv_cache,
-                                kv_scale=kv_scale, block_tables=block_tables, weights=weights,
-                                context_lens=context_lens.contiguous(), weight_scale=float(weight_scale))
+        return out, (direct_plan(s, max_seq_len, out=out, q_fp4=q_fp4, q_scale=q_scale, kv_cache=kv_cache,
+                                 kv_scale=kv_scale, block_tables=block_tables, weights=weights,
+                                 context_lens=context_lens.contiguous(), weight_scale=float(weight_scale)),)
     bk, w = staged_tile(block_k, num_warps, s.page_size, s.head_dim)
+    schedule = ()
     if cta_info is not None:
         if parallel_unit_num is not None:
             raise ValueError("parallel_unit_num applies to the internal schedule only; it cannot be combined "
@@ -326,11 +329,12 @@ def plan_call(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, context
     else:
         total_ctas = (default_parallel_units(s.batch, next_n, max_seq_len, bk) if parallel_unit_num is None
                       else check_int("parallel_unit_num", parallel_unit_num, lo=1))
-        cta_info, _ = build_schedule(context_lens, bk, total_ctas, max_seq_len, next_n)
+        cta_info, _, sched = runs_schedule.varctx_plan(context_lens, bk, total_ctas, max_seq_len, next_n)
+        schedule = (sched,)
         out = _minus_inf(out, rows, max_seq_len, q_fp4.device)
-    return out, staged_plan(s, bk, w, out=out, q_fp4=q_fp4, q_scale=q_scale, kv_cache=kv_cache, kv_scale=kv_scale,
-                            block_tables=block_tables, weights=weights, cta_info=cta_info, total_ctas=total_ctas,
-                            weight_scale=float(weight_scale))
+    return out, schedule + (staged_plan(s, bk, w, out=out, q_fp4=q_fp4, q_scale=q_scale, kv_cache=kv_cache,
+                                        kv_scale=kv_scale, block_tables=block_tables, weights=weights,
+                                        cta_info=cta_info, total_ctas=total_ctas, weight_scale=float(weight_scale)),)
 
 
 def _minus_inf(out, rows: int, max_seq_len: int, device):

@@ -10,6 +10,7 @@ import functools
 
 import torch
 
+from ..mqa_decode.schedule import check_parallel_units
 from ..registry import LaunchPlan
 from ..validate import check_int, check_no_overlap, check_tensor
 from .geometry import MAX_TABLE_BYTES, THREADS, WIDTH
@@ -54,7 +55,6 @@ def _items(name, t):
 def varctx_plan(context_lens, block_k: int, pgrid: int, max_seq_len: int, next_n: int, out=None):
     """(cta_info int32 [pgrid, 4], safe int32 [1], plan) of the decode varctx table; `out` is filled in
     place when given. pgrid must be a multiple of next_n with pgrid // next_n >= B (check_parallel_units)."""
-    from ..mqa_decode.schedule import check_parallel_units
     cl = _items("context_lens", context_lens)
     check_int("block_k", block_k, lo=1)
     check_int("max_seq_len", max_seq_len, lo=1)

@@ -165,3 +165,22 @@ def test_varqlen_with_pooled_window_buffers():
         out = aiter.flydsl_pa_mqa_logits_fp4_varqlen(*_prefill_args(p), msl, **kw, **COMMON)
         m = compare(out, ref, vis)
         assert passes(m), (kw.keys(), m)
+
+
+def test_schedule_builders_are_one_kernel_each(monkeypatch):
+    """compute_varctx_schedule / compute_prefill_schedule: one launch of the runs-schedule kernel each,
+    the table of upstream's semantics in the first P rows of a larger pooled buffer, the rows past P
+    untouched."""
+    plans = _recording(monkeypatch)
+    lens = torch.tensor([500, 0, 3, 260], dtype=torch.int32)
+    pool = torch.full((20, 4), -3, dtype=torch.int32)
+    safe, info, n = aiter.compute_varctx_schedule(lens, 256, 12, 512, next_n=3, cta_info_out=pool)
+    assert info is pool and n == 12 and torch.equal(pool[:12], varctx_table(lens, 256, 12, 512, 3))
+    assert bool((pool[12:] == -3).all())
+    rb, ls = torch.arange(4, dtype=torch.int32), torch.zeros(4, dtype=torch.int32)
+    pool6 = torch.full((9, aiter.CTA_INFO_WIDTH), -3, dtype=torch.int32)
+    safe6, info6, n6 = aiter.compute_prefill_schedule(rb, ls, lens, 256, 6, 512, cta_info_out=pool6)
+    assert info6 is pool6 and n6 == 6 and torch.equal(pool6[:6], row_table(lens, 256, 6, 512))
+    assert bool((pool6[6:] == -3).all())
+    assert [(p.family, p.params["layout"]) for p in plans] == [("mqa_runs_schedule", "varctx"),
+                                                              ("mqa_runs_schedule", "rows")]

@@ -27,11 +27,15 @@ def _decode_problem(heads=64, next_n=1, ctx=(100, 37), head_dim=128):
     return (q, qs, kv.kv_cache, kv.kv_scale, kv.block_tables, w, torch.tensor(ctx, dtype=torch.int32)), 128
 
 
-def _planned(monkeypatch, fn, *args, **kw):
+def _launched(monkeypatch, fn, *args, **kw):
     plans = []
     monkeypatch.setattr(runtime, "launch", lambda plan, stream=None: plans.append(plan))
     fn(*args, **kw)
-    (plan,) = plans
+    return plans
+
+
+def _planned(monkeypatch, fn, *args, **kw):
+    (plan,) = _launched(monkeypatch, fn, *args, **kw)
     return plan
 
 
@@ -68,8 +72,12 @@ def test_decode_dispatch_table(monkeypatch, knobs, kernel):
     if knobs.pop("external", False):
         info, _ = build_schedule(args[-1], 256, 2 * next_n, msl, next_n)
         knobs.update(cta_info=info, total_ctas=2 * next_n)
-    plan = _planned(monkeypatch, pa_mqa_logits_fp4, *args, msl, next_n=next_n, **knobs)
+    internal = "cta_info" not in knobs
+    *schedule, plan = _launched(monkeypatch, pa_mqa_logits_fp4, *args, msl, next_n=next_n, **knobs)
     assert _kernel(plan) == kernel
+    # the staged kernel's internal schedule is one launch of the runs-schedule kernel before it
+    want = [("mqa_runs_schedule", {"layout": "varctx"})] if internal and kernel != "direct" else []
+    assert [(p.family, p.params) for p in schedule] == want
 
 
 def test_next_n_16_runs_and_17_is_refused():

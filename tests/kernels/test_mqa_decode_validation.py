@@ -137,7 +137,9 @@ def _plan_of(monkeypatch, a, kw):
     plans = []
     monkeypatch.setattr(op_module.runtime, "launch", lambda plan, stream=None: plans.append(plan))
     _call(a, kw)
-    (plan,) = plans
+    *schedule, plan = plans           # the staged kernel's internal schedule is launched before it
+    assert [p.family for p in schedule] == ([] if plan.params["path"] == "direct" or "cta_info" in kw
+                                            else ["mqa_runs_schedule"])
     return plan
 
 

@@ -73,7 +73,8 @@ def _launch_gemm():
     return gemm_a16wfp4(x, prepare_mxfp4_weight(w, s))
 
 
-# One eager launch per spec the tests need: decode staged + direct, prefill, one GEMM config.
+# One eager launch per spec the tests need: decode staged (and its schedule kernel) + direct, prefill, one
+# GEMM config.
 SPEC_LAUNCHES = (lambda: _launch_decode(16), lambda: _launch_decode(64), _launch_prefill, _launch_gemm)
 
 
@@ -90,8 +91,9 @@ def store(tmp_path_factory):
             with pytest.raises(runtime.MissingSpecError):
                 launch()
     recorded = [(r["family"], r["params"].get("path")) for r in miss_records(record)]
-    assert sorted(recorded, key=str) == sorted([("mqa_decode", "staged"), ("mqa_decode", "direct"),
-                                                ("mqa_prefill", None), ("gemm_a16wfp4", None)], key=str)
+    assert sorted(recorded, key=str) == sorted([("mqa_decode", "staged"), ("mqa_runs_schedule", None),
+                                                ("mqa_decode", "direct"), ("mqa_prefill", None),
+                                                ("gemm_a16wfp4", None)], key=str)
     run_build("build", "--from-misses", record, "--out", root / "store", "--cache", root / "build", "--jobs", 2)
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("FLYAOT_PREBUILT_PATH", str(root / "store"))
