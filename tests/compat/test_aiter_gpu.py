@@ -1,7 +1,9 @@
 """GPU (NVIDIA): SGLang's graph-pinned decode sequence through flyaot.compat.aiter, captured in a CUDA
-graph and replayed with new context lengths. A cubin compiled here with nvcc stands in for the staged
-decode kernel (same symbol and arguments): each CTA writes weight_scale * (row + 1) over the visible
-tokens of the chunks its cta_info row names, so the output shows which schedule the replay ran."""
+graph and replayed with new context lengths. Cubins compiled here with nvcc stand in for flyaot's two
+kernels of that sequence (same symbols and arguments as their code objects): the varctx schedule
+kernel (one thread writes the table serially, by the rule of the torch reference) and the staged
+decode kernel (each CTA writes weight_scale * (row + 1) over the visible tokens of the chunks its
+cta_info row names), so the output shows which schedule the replay ran."""
 import os
 import shutil
 import subprocess
@@ -11,10 +13,10 @@ import torch
 
 pytestmark = pytest.mark.gpu
 
-PARAMS = {"path": "staged", "heads": 64, "head_dim": 128, "page_size": 64, "block_k": 256, "num_warps": 4,
-          "weight_load": "vector"}
-SYMBOL = "mqa_decode_staged_h64_d128_p64_bk256_w4"
-SOURCE = r"""
+DECODE_PARAMS = {"path": "staged", "heads": 64, "head_dim": 128, "page_size": 64, "block_k": 256, "num_warps": 4,
+                 "weight_load": "vector"}
+DECODE_SYMBOL = "mqa_decode_staged_h64_d128_p64_bk256_w4"
+DECODE_SOURCE = r"""
 extern "C" __global__ void %s(float *out, const void *q, const void *q_scale, const void *kv_cache,
         const void *kv_scale, const int *block_tables, const void *weights, const int *cta_info, int next_n,
         int max_seq_len, long long stride_out, long long stride_kv, long long stride_ks, int stride_bt,
@@ -25,14 +27,72 @@ extern "C" __global__ void %s(float *out, const void *q, const void *q_scale, co
     for (int t = start + (int)threadIdx.x; t < end && t < limit; t += blockDim.x)
         out[row * stride_out + t] = weight_scale * (float)(row + 1);
 }
-""" % SYMBOL
+""" % DECODE_SYMBOL
 # (name, ctype, offset): the kernel's parameters as the C ABI lays them out
-ARGS = [("out", "void*", 0), ("q", "void*", 8), ("q_scale", "void*", 16), ("kv_cache", "void*", 24),
-        ("kv_scale", "void*", 32), ("block_tables", "void*", 40), ("weights", "void*", 48), ("cta_info", "void*", 56),
-        ("next_n", "int32_t", 64), ("max_seq_len", "int32_t", 68), ("stride_out", "int64_t", 72),
-        ("stride_kv", "int64_t", 80), ("stride_ks", "int64_t", 88), ("stride_bt", "int32_t", 96),
-        ("weight_scale", "float", 100), ("rows", "int32_t", 104), ("num_pages", "int32_t", 108),
-        ("bt_width", "int32_t", 112)]
+DECODE_ARGS = [("out", "void*", 0), ("q", "void*", 8), ("q_scale", "void*", 16), ("kv_cache", "void*", 24),
+               ("kv_scale", "void*", 32), ("block_tables", "void*", 40), ("weights", "void*", 48),
+               ("cta_info", "void*", 56), ("next_n", "int32_t", 64), ("max_seq_len", "int32_t", 68),
+               ("stride_out", "int64_t", 72), ("stride_kv", "int64_t", 80), ("stride_ks", "int64_t", 88),
+               ("stride_bt", "int32_t", 96), ("weight_scale", "float", 100), ("rows", "int32_t", 104),
+               ("num_pages", "int32_t", 108), ("bt_width", "int32_t", 112)]
+
+SCHEDULE_PARAMS = {"layout": "varctx"}
+SCHEDULE_SYMBOL = "mqa_runs_schedule_varctx"
+SCHEDULE_SOURCE = r"""
+__device__ long long chunks_of(const int *lens, int i, int block_k, int max_seq_len) {
+    long long x = lens[i] < 0 ? 0 : lens[i];
+    if (x > max_seq_len) x = max_seq_len;
+    return (x + block_k - 1) / block_k;
+}
+
+__device__ long long runs_needed(const int *lens, int items, int block_k, int max_seq_len, long long s) {
+    long long total = 0;
+    for (int i = 0; i < items; ++i) total += (chunks_of(lens, i, block_k, max_seq_len) + s - 1) / s;
+    return total;
+}
+
+extern "C" __global__ void mqa_runs_schedule_varctx(int *cta_info, int *safe_out, const int *context_lens,
+        int items, int slots, int next_n, int block_k, int max_seq_len, int rounds) {
+    if (threadIdx.x != 0 || blockIdx.x != 0) return;
+    long long s_max = ((long long)max_seq_len + block_k - 1) / block_k, longest = 0;
+    if (s_max < 1) s_max = 1;
+    for (int i = 0; i < items; ++i) {
+        long long c = chunks_of(context_lens, i, block_k, max_seq_len);
+        if (c > longest) longest = c;
+    }
+    long long lo = 1, hi = s_max;
+    for (int r = 0; r < rounds; ++r) {
+        long long mid = (lo + hi) / 2;
+        if (runs_needed(context_lens, items, block_k, max_seq_len, mid) <= slots) hi = mid; else lo = mid + 1;
+    }
+    long long safe = runs_needed(context_lens, items, block_k, max_seq_len, hi) <= slots ? hi
+                     : (longest > 1 ? longest : 1);
+    long long k = 0;
+    for (int i = 0; i < items; ++i) {
+        long long c = chunks_of(context_lens, i, block_k, max_seq_len);
+        int ctx = context_lens[i] < 0 ? 0 : context_lens[i];
+        for (long long start = 0; start < c && k < slots; start += safe, ++k)
+            for (int n = 0; n < next_n; ++n) {
+                int *row = cta_info + 4 * (k * next_n + n);
+                row[0] = i * next_n + n; row[1] = (int)start; row[2] = (int)(c - start < safe ? c - start : safe);
+                row[3] = ctx;
+            }
+    }
+    for (; k < slots; ++k)
+        for (int n = 0; n < next_n; ++n) {
+            int *row = cta_info + 4 * (k * next_n + n);
+            row[0] = 0; row[1] = 0; row[2] = 1; row[3] = 0;
+        }
+    *safe_out = (int)safe;
+}
+"""
+SCHEDULE_ARGS = [("cta_info", "void*", 0), ("safe", "void*", 8), ("context_lens", "void*", 16),
+                 ("items", "int32_t", 24), ("slots", "int32_t", 28), ("next_n", "int32_t", 32),
+                 ("block_k", "int32_t", 36), ("max_seq_len", "int32_t", 40), ("rounds", "int32_t", 44)]
+
+# (family, params, symbol, CUDA source, arguments, workgroup, kernarg bytes) of each stand-in
+STAND_INS = [("mqa_decode", DECODE_PARAMS, DECODE_SYMBOL, DECODE_SOURCE, DECODE_ARGS, [256, 1, 1], 116),
+             ("mqa_runs_schedule", SCHEDULE_PARAMS, SCHEDULE_SYMBOL, SCHEDULE_SOURCE, SCHEDULE_ARGS, [256, 1, 1], 48)]
 SIZES = {"void*": 8, "int32_t": 4, "int64_t": 8, "float": 4}
 
 
@@ -52,19 +112,22 @@ def stand_in(tmp_path, monkeypatch):
     from flyaot.runtime.dispatch import current_id
     major, minor = torch.cuda.get_device_capability(0)
     target = f"sm_{major}{minor}"
-    (tmp_path / "k.cu").write_text(SOURCE)
-    subprocess.run([nvcc, "--cubin", f"-arch={target}", "-o", str(tmp_path / "k.cubin"), str(tmp_path / "k.cu")],
-                   check=True, capture_output=True, timeout=300)
-    entry = {"family": "mqa_decode", "params": PARAMS, "key": Spec.make("mqa_decode", PARAMS, target).key,
-             "symbol": SYMBOL, "block": [256, 1, 1], "kernarg_size": 116, "kernarg_align": 8,
-             "args": [{"name": n, "ctype": c, "kind": "global_buffer" if c == "void*" else "by_value", "offset": o,
-                       "size": SIZES[c]} for n, c, o in ARGS],
-             "resources": {"vgpr": 0, "agpr": 0, "sgpr": 0, "lds": 0, "scratch": 0, "vgpr_spill": 0,
-                           "sgpr_spill": 0, "wavefront_size": 32, "max_workgroup_size": 1024,
-                           "uses_dynamic_stack": False}}
-    # The entry's id is the content id a build from these kernel sources gets, so the runtime serves it.
-    sid = current_id(Spec.make("mqa_decode", PARAMS, target))
-    store = write_store(tmp_path / "store", target, {sid: (entry, (tmp_path / "k.cubin").read_bytes())})
+    specs = {}
+    for family, params, symbol, source, args, block, kernarg_size in STAND_INS:
+        (tmp_path / f"{symbol}.cu").write_text(source)
+        subprocess.run([nvcc, "--cubin", f"-arch={target}", "-o", str(tmp_path / f"{symbol}.cubin"),
+                        str(tmp_path / f"{symbol}.cu")], check=True, capture_output=True, timeout=300)
+        spec = Spec.make(family, params, target)
+        entry = {"family": family, "params": params, "key": spec.key, "symbol": symbol, "block": block,
+                 "kernarg_size": kernarg_size, "kernarg_align": 8,
+                 "args": [{"name": n, "ctype": c, "kind": "global_buffer" if c == "void*" else "by_value",
+                           "offset": o, "size": SIZES[c]} for n, c, o in args],
+                 "resources": {"vgpr": 0, "agpr": 0, "sgpr": 0, "lds": 0, "scratch": 0, "vgpr_spill": 0,
+                               "sgpr_spill": 0, "wavefront_size": 32, "max_workgroup_size": 1024,
+                               "uses_dynamic_stack": False}}
+        # The entry's id is the content id a build from these kernel sources gets, so the runtime serves it.
+        specs[current_id(spec)] = (entry, (tmp_path / f"{symbol}.cubin").read_bytes())
+    store = write_store(tmp_path / "store", target, specs)
     monkeypatch.setenv("FLYAOT_PREBUILT_PATH", str(store))
     monkeypatch.setenv("FLYAOT_DISABLE_JIT", "1")
     runtime.reset()
@@ -89,6 +152,7 @@ def _expected(lens, msl, weight_scale, fill):
 
 def test_graph_pinned_decode_captures_and_replays(stand_in):
     from flyaot.compat import aiter
+    from flyaot.kernel_defs.mqa_runs_schedule.reference import varctx_reference
     dev, batch, msl, units = torch.device("cuda"), 3, 512, 8
     q, qs, kv, ks, bt, w = _inputs(batch, 16, dev)
     lens = torch.tensor([300, 5, 0], dtype=torch.int32, device=dev)
@@ -115,6 +179,7 @@ def test_graph_pinned_decode_captures_and_replays(stand_in):
         lens.copy_(torch.tensor(new, dtype=torch.int32))
         graph.replay()
         torch.cuda.synchronize()
+        assert torch.equal(cta_info.cpu(), varctx_reference(lens.cpu(), 256, units, msl, 1)[0]), new
         assert torch.equal(out.cpu(), _expected(new, msl, 0.5, float("-inf"))), new
 
 
