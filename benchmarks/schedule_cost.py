@@ -3,10 +3,11 @@ and the host time of one eager op call with the kernel launch replaced by a no-o
 
     python benchmarks/schedule_cost.py [--device cpu|cuda] [--n 2000] [--runs 5]
 
-Device ops are counted with a TorchDispatchMode around each builder and around the op's plan (the
-whole op body but the launch, which adds one kernel): every aten op but views and allocations is one
-device kernel on a GPU. Host times are the best of `runs` loops of `n` calls, printed as a ratio to one
-native torch op (`x.add_(1)` on a 16-element tensor of the same device) measured in the same run.
+Device kernels are counted two ways around each builder and each op call: flyaot kernel launches
+(runtime.launch replaced by a counter, so nothing runs) and torch device ops (a TorchDispatchMode:
+every aten op but views and allocations is one device kernel on a GPU). Host times are the best of
+`runs` loops of `n` calls, printed as a ratio to one native torch op (`x.add_(1)` on a 16-element
+tensor of the same device) measured in the same run.
 """
 import argparse
 import os
@@ -18,6 +19,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from flyaot import runtime  # noqa: E402
+from flyaot.kernel_defs.registry import LaunchPlan  # noqa: E402
 from flyaot.compat import aiter  # noqa: E402
 from flyaot.kernel_defs.gemm_a16wfp4.reference import random_weight  # noqa: E402
 
@@ -25,7 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from launch_overhead import best_us  # noqa: E402  (one timing loop for the host-cost benchmarks)
 from flyaot.kernel_defs.mqa_common import layouts  # noqa: E402
 from flyaot.kernel_defs.mqa_decode import plan as decode_plan  # noqa: E402
-from flyaot.kernel_defs.mqa_decode import schedule as decode_schedule  # noqa: E402
+from flyaot.kernel_defs.mqa_runs_schedule.reference import varctx_reference  # noqa: E402
 from flyaot.kernel_defs.mqa_prefill import plan as prefill_plan  # noqa: E402
 from flyaot.kernel_defs.mqa_prefill import schedule as prefill_schedule  # noqa: E402
 from flyaot.ops import gemm_a16wfp4, pa_mqa_logits_fp4, pa_mqa_logits_fp4_prefill, prepare_mxfp4_weight  # noqa: E402
@@ -49,10 +51,36 @@ class DeviceOps(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
+class NoLaunch:
+    """runtime.launch / launch_all replaced by no-ops (nothing runs) that keep the plans they are given
+    when `record`."""
+
+    def __init__(self, record=True):
+        self.record = record
+
+    def __enter__(self):
+        self.plans, self._real = [], (runtime.launch, runtime.launch_all)
+        if self.record:
+            runtime.launch = lambda plan, stream=None: self.plans.append(plan)
+            runtime.launch_all = lambda plans, stream=None: self.plans.extend(plans)
+        else:
+            runtime.launch = lambda plan, stream=None: None
+            runtime.launch_all = lambda plans, stream=None: None
+        return self
+
+    def __exit__(self, *exc):
+        runtime.launch, runtime.launch_all = self._real
+
+
 def count(fn):
-    with DeviceOps() as d:
-        fn()
-    return d
+    """(flyaot kernels, DeviceOps) of one call of fn: the plans it launches, or, for a plan_call body,
+    returns as its (out, plans) result (a tuple of plans, one plan or None)."""
+    with NoLaunch() as launched, DeviceOps() as d:
+        result = fn()
+    planned = result[1] if isinstance(result, tuple) and len(result) == 2 else None
+    if planned is None or isinstance(planned, LaunchPlan):
+        planned = () if planned is None else (planned,)
+    return len(launched.plans) + len(planned), d
 
 
 def problems(dev):
@@ -90,16 +118,16 @@ def main():
     info8 = prefill_schedule.build_schedule(*windows, page_size=64, max_seq_len=msl,
                                             slots=prefill_plan.default_slots(rows))
     _, info6, units = aiter.compute_prefill_schedule(*windows, 256, max(512, rows), msl)
-    dinfo, _ = decode_schedule.build_schedule(ctx, 256, 16, msl, 1)
+    dinfo, _ = varctx_reference(ctx, 256, 16, msl, 1)
     out_d = torch.full((4, msl), float("-inf"), device=dev)
     out_p = torch.full((rows, msl), float("-inf"), device=dev)
 
     builders = {
-        "decode build_schedule (varctx)": lambda: decode_schedule.build_schedule(ctx, 256, 16, msl, 1),
+        "decode compute_varctx_schedule": lambda: aiter.compute_varctx_schedule(ctx, 256, 16, msl),
         "prefill build_schedule (grouped, 8-int)": lambda: prefill_schedule.build_schedule(
             *windows, page_size=64, max_seq_len=msl, slots=prefill_plan.default_slots(rows)),
-        "prefill build_row_schedule (aiter 6-int)": lambda: prefill_schedule.build_row_schedule(
-            *windows, block_k=256, slots=units, max_seq_len=msl),
+        "prefill compute_prefill_schedule (aiter 6-int)": lambda: aiter.compute_prefill_schedule(
+            *windows, 256, units, msl),
         "prefill from_row_schedule (6 -> 8 int)": lambda: prefill_schedule.from_row_schedule(
             info6, units, block_k=256, rows=rows, page_size=64, max_seq_len=msl),
         "varqlen_windows": lambda: prefill_schedule.varqlen_windows(
@@ -130,31 +158,27 @@ def main():
         "prefill, external 6-int table + out": (
             lambda: prefill_plan.plan_call(*prefill, *windows, msl, **_pk(cta_info=info6, n_ctas=units, out=out_p)),
             lambda: pa_mqa_logits_fp4_prefill(*prefill, *windows, msl, cta_info=info6, n_ctas=units, out=out_p)),
-        "gemm M=1 N=256 K=512": (
-            lambda: torch.empty(1, 256, dtype=torch.bfloat16, device=dev),
+        "gemm M=1 N=256 K=512": (                        # the op body: its output, then its one kernel
+            lambda: (torch.empty(1, 256, dtype=torch.bfloat16, device=dev), (None,)),
             lambda: gemm_a16wfp4(x, weight)),
     }
 
-    print(f"device ops per schedule builder ({dev.type}; views and allocations excluded):")
+    print(f"device kernels per schedule builder ({dev.type}; torch views and allocations excluded):")
     for name, fn in builders.items():
-        d = count(fn)
-        print(f"  {name:44s} {len(d.kernels):3d} kernels, {d.syncs} host syncs")
-    print("device ops per op call (the op's own torch work + its one kernel):")
+        kernels, d = count(fn)
+        print(f"  {name:46s} {kernels} flyaot kernels, {len(d.kernels):3d} torch ops, {d.syncs} host syncs")
+    print("device kernels per op call (its plan's launches + the torch work of the op body):")
     for name, (body, _) in calls.items():
-        d = count(body)
-        print(f"  {name:44s} {len(d.kernels) + 1:3d} kernels, {d.syncs} host syncs")
+        kernels, d = count(body)
+        print(f"  {name:46s} {kernels} flyaot kernels, {len(d.kernels):3d} torch ops, {d.syncs} host syncs")
 
-    real = runtime.launch
-    runtime.launch = lambda plan, stream=None: None
-    try:
+    with NoLaunch(record=False):
         small = torch.zeros(16, device=dev)
         native = best_us(lambda: small.add_(1), a.n, a.runs, sync)
         print(f"host time per eager call, kernel launch a no-op; baseline x.add_(1) = {native:.2f} us:")
         for name, (_, call) in calls.items():
             us = best_us(call, a.n, a.runs, sync)
             print(f"  {name:44s} {us:8.2f} us  = {us / native:5.1f} native ops")
-    finally:
-        runtime.launch = real
 
 
 def _dk(**kw):
