@@ -65,14 +65,18 @@ def _kernel(layout: str, name: str):
             x = arith.max(raw, Int32(0))
             return ceil_div(arith.min(x, max_seq_len) if const_expr(varctx) else x, block_k)
 
-        def item(i):
-            """(chunk count, raw length) of item i: from the cache, or read again past it."""
-            cached = i < Int32(CACHE_ITEMS)
-            slot = arith.min(i, Int32(CACHE_ITEMS - 1)) * Int32(4)
-            c_lds = Int32(B.lds_load(lds, Int32(LDS_CACHE_CHUNKS) + slot, 1))
-            r_lds = Int32(B.lds_load(lds, Int32(LDS_CACHE_RAW) + slot, 1))
-            raw = Int32(B.buffer_load(len_rs, cached.select(in_bytes, i * Int32(4)), 1))
-            return cached.select(c_lds, chunks_of(raw)), cached.select(r_lds, raw)
+        def item(first, i):
+            """(chunk count, raw length) of item i of the block starting at `first`: from the cache
+            (a block-uniform branch: CACHE_ITEMS is a multiple of THREADS), or read again past it."""
+            c = Int32(0)
+            raw = Int32(0)
+            if first < Int32(CACHE_ITEMS):
+                c = Int32(B.lds_load(lds, Int32(LDS_CACHE_CHUNKS) + i * Int32(4), 1))
+                raw = Int32(B.lds_load(lds, Int32(LDS_CACHE_RAW) + i * Int32(4), 1))
+            else:
+                raw = Int32(B.buffer_load(len_rs, i * Int32(4), 1))
+                c = chunks_of(raw)
+            return c, raw
 
         def workgroup_reduce(v, op):
             for d in range_constexpr(_LOG_WAVE):
@@ -89,7 +93,8 @@ def _kernel(layout: str, name: str):
             """sum over items of ceil(chunks / s), saturated at cap."""
             acc = Int32(0)
             for blk in range(0, n_blocks, 1):
-                c, _ = item(Int32(blk) * Int32(THREADS) + tid)
+                first_s = Int32(blk) * Int32(THREADS)
+                c, _ = item(first_s, first_s + tid)
                 acc = sat_add(acc, ceil_div(c, s))
             return workgroup_reduce(acc, sat_add)
 
@@ -126,7 +131,7 @@ def _kernel(layout: str, name: str):
         for blk in range(0, n_blocks, 1):
             first = Int32(blk) * Int32(THREADS)
             i = first + tid
-            c, raw = item(i)
+            c, raw = item(first, i)
             runs = arith.min(ceil_div(c, safe), cap)
             incl = runs                                     # inclusive scan within the wave
             for d in range_constexpr(_LOG_WAVE):
