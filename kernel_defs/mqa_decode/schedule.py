@@ -1,7 +1,6 @@
-"""Persistent varctx schedule (cta_info) for the staged decode kernel, built with device-side torch ops.
-
-No host sync (every shape is derived from host ints: B, next_n, Pgrid, max_seq_len), so it can be
-captured in a CUDA/HIP graph with a fixed `out` buffer (docs/families/mqa_decode.md#schedule):
+"""Persistent varctx schedule (cta_info) of the staged decode kernel: its grid size rules, and
+`build_schedule`, the table in torch ops, the reference of the mqa_runs_schedule kernel that builds it
+in one launch (docs/families/mqa_decode.md#schedule):
   chunks_b = ceil(min(ctx_b, max_seq_len) / block_k); safe = the smallest s in [1, s_max] with
   next_n * sum_b ceil(chunks_b / s) <= Pgrid (max_b chunks_b if none); batch b gets ceil(chunks_b / safe)
   slots of `safe` chunks; slot s serves rows s*next_n + n with (b*next_n + n, start, count, ctx_b);
@@ -30,7 +29,9 @@ def check_parallel_units(pgrid: int, batch: int, next_n: int) -> None:
 
 def build_schedule(context_lens: torch.Tensor, block_k: int, pgrid: int, max_seq_len: int, next_n: int,
                    out: torch.Tensor = None):
-    """Fill (or allocate) int32 cta_info [pgrid, 4]; returns (cta_info, safe) with safe a 1-element tensor."""
+    """Fill (or allocate) int32 cta_info [pgrid, 4]; returns (cta_info, safe) with safe a 1-element tensor.
+    Fixed-shape torch ops, no host sync (every shape derives from the host ints B, next_n, pgrid,
+    max_seq_len)."""
     batch = context_lens.shape[0]
     check_parallel_units(pgrid, batch, next_n)
     dev = context_lens.device

@@ -160,3 +160,20 @@ def test_forced_driver_must_match_the_tensors(probe_store, tmp_path):
     rt = Runtime(make_config(tmp_path, extra=(probe_store,), device="cuda"))
     with pytest.raises(ValueError, match="FLYAOT_DEVICE=cuda needs GPU tensors"):
         rt.launch(probe.plan(torch.zeros(4), 1.0))
+
+
+def test_launch_all_finds_every_code_object_before_the_first_launch(probe_store, tmp_path, monkeypatch):
+    """A missing second kernel fails the call before the first one runs, and both misses are recorded."""
+    from flyaot import runtime
+    record = tmp_path / "misses.jsonl"
+    rt = Runtime(make_config(tmp_path, extra=(probe_store,), record_misses=str(record)))
+    monkeypatch.setattr(runtime, "_runtime", rt)
+    first, second = torch.zeros(4), torch.zeros(4)
+    missing = probe.plan(second, 1.0)._replace(params={"block": 128, "behavior": "raise"})
+    other = probe.plan(second, 1.0)._replace(params={"block": 64, "behavior": "hang"})
+    with pytest.raises(MissingSpecError):
+        runtime.launch_all((probe.plan(first, 1.0), missing, other))
+    assert torch.equal(first, torch.zeros(4))                      # nothing ran
+    assert sorted(r["params"]["behavior"] for r in miss_records(record)) == ["hang", "raise"]
+    runtime.launch_all((probe.plan(first, 1.0), probe.plan(second, 2.0, block_size=128)))
+    assert torch.equal(first, torch.full((4,), 2.0)) and torch.equal(second, torch.full((4,), 3.0))
