@@ -30,6 +30,7 @@ LDS_FIELDS = LDS_CHUNKS + 4 * THREADS   # field f of item j at LDS_FIELDS + 4 * 
 LDS_WAVES = LDS_FIELDS + 4 * _BLOCK_FIELDS * THREADS
 LDS_BYTES = LDS_WAVES + 4 * WAVES
 
-# Host-side bound: every table byte offset (and `slots + 1`, the saturation cap of the run sums) fits
-# a signed 32-bit value.
+# Host-side bounds: every table and input byte offset fits a signed 32-bit value, and so does a
+# workgroup's sum of run counts capped at slots + 1 (THREADS + 1 of them at most).
 MAX_TABLE_BYTES = (1 << 31) - 1
+MAX_SLOTS = 1 << 22

@@ -3,19 +3,21 @@
 Phases (every lane holds item blk * THREADS + lane of each block; items past the count read as 0):
 1. read each length once, keep it and its chunk count in the LDS cache, reduce the longest chunk count;
 2. binary search for the run length: each round sums ceil(chunks / mid) over the items (from the
-   cache) and reduces it across the workgroup (butterfly in the wave, then LDS across waves); one
-   more sum at the result decides between it and the fit-failure value;
-3. per block, a workgroup scan of the run counts gives each item its first slot; the block's items are
-   staged in LDS and lane k of the block's slot range finds its item by a binary search over the
-   inclusive offsets and writes its row(s); finally the idle slots get the filler row.
-Run sums saturate at slots + 1 (sat_add): only "fits or not" and offsets below `slots` are needed, so
-no count can overflow whatever the lengths. Every global access is bounded by its buffer resource:
-inputs to `items` entries, the table to its slots * rows-per-slot rows, `safe` to one int32.
+   cache) and reduces it across the workgroup (DPP moves within the wave, then LDS across waves);
+   one more sum at the result decides between it and the fit-failure value;
+3. per block, a workgroup scan of the run counts (DPP scan within the wave, wave totals through LDS)
+   gives each item its first slot; the block's items are staged in LDS and lane k of the block's slot
+   range finds its item by a binary search over the inclusive offsets and writes its row(s); finally
+   the idle slots get the filler row.
+Run counts are capped at cap = slots + 1 (a lane's sum saturates there, sat_add): only "fits or not"
+and offsets below `slots` are needed, and with slots <= MAX_SLOTS no workgroup sum of capped values
+overflows, whatever the lengths. Every global access is bounded by its buffer resource: inputs to
+`items` entries, the table to its slots * rows-per-slot rows, `safe` to one int32.
 """
 import flydsl.compiler as flyc
 import flydsl.expr as fx
 from flydsl.compiler.ast_rewriter import ASTRewriter
-from flydsl.expr import arith, const_expr, gpu, rocdl
+from flydsl.expr import arith, const_expr, gpu
 from flydsl.expr.primitive import range_constexpr
 from flydsl.expr.typing import Int32
 
@@ -24,13 +26,9 @@ from .geometry import (CACHE_ITEMS, FILLER, LDS_BYTES, LDS_CACHE_CHUNKS, LDS_CAC
                        LDS_FIELDS, LDS_INCL, LDS_WAVES, THREADS, WAVE, WAVES, WIDTH)
 from .specs import FAMILY
 
+ADD, MAX = fx.ReductionOp.ADD, fx.ReductionOp.MAX
 _LOG_THREADS = THREADS.bit_length() - 1
 _LOG_WAVE = WAVE.bit_length() - 1
-
-
-def _shuffle(value, src_lane):
-    """The i32 `value` of lane `src_lane` (taken mod the wave size): ds_bpermute_b32."""
-    return Int32(rocdl.ds_bpermute(B.i32_type(), B.ir_of(src_lane * Int32(4)), B.ir_of(Int32(value))))
 
 
 def _kernel(layout: str, name: str):
@@ -79,14 +77,16 @@ def _kernel(layout: str, name: str):
             return c, raw
 
         def workgroup_reduce(v, op):
-            for d in range_constexpr(_LOG_WAVE):
-                v = op(v, _shuffle(v, lane ^ Int32(1 << d)))
+            """`op` (ADD or MAX) of v over the workgroup, in every lane: DPP within the wave, then one
+            LDS slot per wave."""
+            v = fx.coop.warp_reduce(v, op)
             gpu.barrier()                                   # the previous reduction's readers are done
             B.lds_store(lds, Int32(LDS_WAVES) + wave * Int32(4), v, 1)     # every lane holds the wave's total
             gpu.barrier()
             total = Int32(B.lds_load(lds, Int32(LDS_WAVES), 1))
             for w in range_constexpr(1, WAVES):
-                total = op(total, Int32(B.lds_load(lds, Int32(LDS_WAVES + 4 * w), 1)))
+                t = Int32(B.lds_load(lds, Int32(LDS_WAVES + 4 * w), 1))
+                total = total + t if op is ADD else arith.max(total, t)
             return total
 
         def runs_needed(s):
@@ -96,7 +96,7 @@ def _kernel(layout: str, name: str):
                 first_s = Int32(blk) * Int32(THREADS)
                 c, _ = item(first_s, first_s + tid)
                 acc = sat_add(acc, ceil_div(c, s))
-            return workgroup_reduce(acc, sat_add)
+            return arith.min(workgroup_reduce(acc, ADD), cap)      # lane sums <= cap: no overflow
 
         def store_row(row, fields):
             for f in range_constexpr(width):
@@ -112,7 +112,7 @@ def _kernel(layout: str, name: str):
                 B.lds_store(lds, Int32(LDS_CACHE_CHUNKS) + i1 * Int32(4), c1, 1)
                 B.lds_store(lds, Int32(LDS_CACHE_RAW) + i1 * Int32(4), raw1, 1)
             longest = arith.max(longest, c1)
-        longest = workgroup_reduce(longest, arith.max)
+        longest = workgroup_reduce(longest, MAX)
 
         # 2. the smallest run length in [1, s_max] whose runs fit the slots
         lo = Int32(1)
@@ -133,11 +133,8 @@ def _kernel(layout: str, name: str):
             i = first + tid
             c, raw = item(first, i)
             runs = arith.min(ceil_div(c, safe), cap)
-            incl = runs                                     # inclusive scan within the wave
-            for d in range_constexpr(_LOG_WAVE):
-                up = _shuffle(incl, lane - Int32(1 << d))
-                incl = (lane >= Int32(1 << d)).select(sat_add(incl, up), incl)
-            excl = (lane == Int32(0)).select(Int32(0), _shuffle(incl, lane - Int32(1)))
+            incl = fx.coop.warp_inclusive_scan(runs, ADD)   # <= WAVE * cap: no overflow
+            excl = incl - runs
             if const_expr(varctx):
                 fields = [arith.max(raw, Int32(0))]
             else:
@@ -154,12 +151,12 @@ def _kernel(layout: str, name: str):
             total = Int32(0)
             for w in range_constexpr(WAVES):
                 t = Int32(B.lds_load(lds, Int32(LDS_WAVES + 4 * w), 1))
-                before = (wave > Int32(w)).select(sat_add(before, t), before)
-                total = sat_add(total, t)
-            start_slot = sat_add(carry, sat_add(before, excl))
+                before = (wave > Int32(w)).select(before + t, before)
+                total = total + t
+            start_slot = arith.min(carry + before + excl, cap)
             B.lds_store(lds, Int32(LDS_EXCL) + tid * Int32(4), start_slot, 1)
-            B.lds_store(lds, Int32(LDS_INCL) + tid * Int32(4), sat_add(start_slot, runs), 1)
-            end = arith.min(sat_add(carry, total), slots)
+            B.lds_store(lds, Int32(LDS_INCL) + tid * Int32(4), arith.min(start_slot + runs, cap), 1)
+            end = arith.min(carry + total, slots)
             gpu.barrier()
             for it in range(0, (end - carry + Int32(THREADS - 1)) >> Int32(_LOG_THREADS), 1):
                 k = carry + Int32(it) * Int32(THREADS) + tid

@@ -13,7 +13,7 @@ import torch
 from ..mqa_decode.schedule import check_parallel_units
 from ..registry import LaunchPlan
 from ..validate import check_int, check_no_overlap, check_tensor
-from .geometry import MAX_TABLE_BYTES, THREADS, WIDTH
+from .geometry import MAX_SLOTS, MAX_TABLE_BYTES, THREADS, WIDTH
 
 LAYOUTS = ("varctx", "rows")
 
@@ -36,7 +36,9 @@ def search_rounds(max_seq_len: int, block_k: int) -> int:
     return longest_run(max_seq_len, block_k).bit_length() + 1
 
 
-def _table(name, out, rows: int, width: int, like):
+def _table(name, out, rows: int, width: int, like, slots: int):
+    if slots > MAX_SLOTS:
+        raise ValueError(f"{name}: {slots} slots is more than the kernel's {MAX_SLOTS}")
     if rows * width * 4 > MAX_TABLE_BYTES:
         raise ValueError(f"{name}: a table of {rows} rows of {width} ints is past the kernel's 2 GiB offsets")
     if out is None:
@@ -61,7 +63,7 @@ def varctx_plan(context_lens, block_k: int, pgrid: int, max_seq_len: int, next_n
     check_int("next_n", next_n, lo=1)
     check_int("parallel_unit_num", pgrid, lo=1)
     check_parallel_units(pgrid, cl.shape[0], next_n)
-    out = _table("cta_info", out, pgrid, WIDTH["varctx"], cl)
+    out = _table("cta_info", out, pgrid, WIDTH["varctx"], cl, pgrid // next_n)
     check_no_overlap("cta_info", out, context_lens=cl)
     safe = torch.empty(1, dtype=torch.int32, device=cl.device)
     args = {"cta_info": out, "safe": safe, "context_lens": cl, "items": cl.shape[0], "slots": pgrid // next_n,
@@ -83,7 +85,7 @@ def rows_plan(row_to_batch, local_starts, local_ends, *, block_k: int, slots: in
     check_int("block_k", block_k, lo=1)
     check_int("max_seq_len", max_seq_len, lo=0)
     check_int("slots", slots, lo=1)
-    out = _table("cta_info", out, slots, WIDTH["rows"], le)
+    out = _table("cta_info", out, slots, WIDTH["rows"], le, slots)
     check_no_overlap("cta_info", out, row_to_batch=rb, local_starts=ls, local_ends=le)
     safe = torch.empty(1, dtype=torch.int32, device=le.device)
     args = {"cta_info": out, "safe": safe, "local_ends": le, "row_to_batch": rb, "local_starts": ls,

@@ -143,5 +143,7 @@ def test_host_checks():
         RP.varctx_plan(buf[:2], 64, 2, 128, 1, out=buf[:8].view(2, 4))
     with pytest.raises(ValueError, match="local_ends"):
         RP.rows_plan(lens[:1], lens, lens, block_k=64, slots=4, max_seq_len=128)
+    with pytest.raises(ValueError, match="slots is more than"):
+        RP.rows_plan(lens, lens, lens, block_k=64, slots=2 ** 23, max_seq_len=128)
     with pytest.raises(ValueError, match="2 GiB"):
-        RP.rows_plan(lens, lens, lens, block_k=64, slots=2 ** 28, max_seq_len=128)
+        RP.varctx_plan(torch.zeros(1, dtype=torch.int32).expand(2 ** 29), 64, 2 ** 29, 128, 1)
