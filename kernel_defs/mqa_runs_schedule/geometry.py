@@ -28,7 +28,7 @@ LDS_INCL = LDS_EXCL + 4 * THREADS
 LDS_CHUNKS = LDS_INCL + 4 * THREADS
 LDS_FIELDS = LDS_CHUNKS + 4 * THREADS   # field f of item j at LDS_FIELDS + 4 * (f * THREADS + j)
 LDS_WAVES = LDS_FIELDS + 4 * _BLOCK_FIELDS * THREADS
-LDS_BYTES = LDS_WAVES + 4 * WAVES
+LDS_BYTES = LDS_WAVES + 2 * 4 * WAVES      # two sets of per-wave slots (alternating reductions)
 
 # Host-side bounds: every table and input byte offset fits a signed 32-bit value, and so does a
 # workgroup's sum of run counts capped at slots + 1 (THREADS + 1 of them at most).

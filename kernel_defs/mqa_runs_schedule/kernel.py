@@ -76,27 +76,28 @@ def _kernel(layout: str, name: str):
                 c = chunks_of(raw)
             return c, raw
 
-        def workgroup_reduce(v, op):
+        def workgroup_reduce(v, op, parity):
             """`op` (ADD or MAX) of v over the workgroup, in every lane: DPP within the wave, then one
-            LDS slot per wave."""
+            LDS slot per wave. Consecutive reductions alternate `parity` (two slot sets), so one barrier
+            each suffices: a set is rewritten only after the barrier of the reduction in between."""
             v = fx.coop.warp_reduce(v, op)
-            gpu.barrier()                                   # the previous reduction's readers are done
-            B.lds_store(lds, Int32(LDS_WAVES) + wave * Int32(4), v, 1)     # every lane holds the wave's total
+            base = Int32(LDS_WAVES) + parity * Int32(4 * WAVES)
+            B.lds_store(lds, base + wave * Int32(4), v, 1)       # every lane holds the wave's total
             gpu.barrier()
-            total = Int32(B.lds_load(lds, Int32(LDS_WAVES), 1))
+            total = Int32(B.lds_load(lds, base, 1))
             for w in range_constexpr(1, WAVES):
-                t = Int32(B.lds_load(lds, Int32(LDS_WAVES + 4 * w), 1))
+                t = Int32(B.lds_load(lds, base + Int32(4 * w), 1))
                 total = total + t if op is ADD else arith.max(total, t)
             return total
 
-        def runs_needed(s):
+        def runs_needed(s, parity):
             """sum over items of ceil(chunks / s), saturated at cap."""
             acc = Int32(0)
             for blk in range(0, n_blocks, 1):
                 first_s = Int32(blk) * Int32(THREADS)
                 c, _ = item(first_s, first_s + tid)
                 acc = sat_add(acc, ceil_div(c, s))
-            return arith.min(workgroup_reduce(acc, ADD), cap)      # lane sums <= cap: no overflow
+            return arith.min(workgroup_reduce(acc, ADD, parity), cap)      # lane sums <= cap: no overflow
 
         def store_row(row, fields):
             for f in range_constexpr(width):
@@ -112,17 +113,17 @@ def _kernel(layout: str, name: str):
                 B.lds_store(lds, Int32(LDS_CACHE_CHUNKS) + i1 * Int32(4), c1, 1)
                 B.lds_store(lds, Int32(LDS_CACHE_RAW) + i1 * Int32(4), raw1, 1)
             longest = arith.max(longest, c1)
-        longest = workgroup_reduce(longest, MAX)
+        longest = workgroup_reduce(longest, MAX, Int32(0))
 
         # 2. the smallest run length in [1, s_max] whose runs fit the slots
         lo = Int32(1)
         hi = s_max
-        for _ in range(0, rounds, 1):
+        for rnd in range(0, rounds, 1):
             mid = lo + (hi - lo) // Int32(2)
-            fits = runs_needed(mid) <= slots
+            fits = runs_needed(mid, (Int32(rnd) + Int32(1)) & Int32(1)) <= slots
             hi = fits.select(mid, hi)
             lo = fits.select(lo, mid + Int32(1))
-        safe = (runs_needed(hi) <= slots).select(hi, arith.max(longest, Int32(1)))
+        safe = (runs_needed(hi, (rounds + Int32(1)) & Int32(1)) <= slots).select(hi, arith.max(longest, Int32(1)))
         if tid == Int32(0):
             B.buffer_store(safe, B.buffer_rsrc(safe_out, None, Int32(4)), Int32(0))
 
