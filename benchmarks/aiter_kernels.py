@@ -156,6 +156,8 @@ def launch(code, kernel, grid, block, kernarg: bytes, tensors):
     mem = Memory()
     for t in tensors:
         mem.register_tensor(t)
+        # the whole storage is one region: a padded input's prefetches past its end stay inside it
+        mem.register_tensor(torch.empty(0, dtype=torch.uint8).set_(t.untyped_storage()))
     prep = Prepared.of(Program.from_code_object(code, kernel.name))
     ka = _with_hidden_args(kernel, kernarg, grid, block)
     return Launch(prep, grid, block, ka, mem)

@@ -266,7 +266,8 @@ def geomean_abs(errs):
 
 GRID = {"mem_latency_scale": (0.5, 0.7, 1.0, 1.4, 2.0, 2.8, 4.0),
         "bandwidth_efficiency": (0.5, 0.7, 1.0, 1.4, 2.0, 2.8, 4.0),
-        "valu_scale": (0.5, 0.75, 1.0, 1.5, 2.0, 3.0)}
+        "valu_scale": (0.5, 0.75, 1.0, 1.5, 2.0, 3.0),
+        "scaled_cvt_cycles": (4, 8, 16, 24, 32)}
 
 
 def fit(rows):
@@ -278,16 +279,16 @@ def fit(rows):
     overheads = [(g * 0.1, h * 0.5) for g in range(0, 41) for h in range(0, 21)]
 
     def loss_of(p):
-        key = (p.mem_latency_scale, p.bandwidth_efficiency, p.valu_scale)
+        key = tuple(getattr(p, name) for name in GRID)
         if key not in cache:
-            base = timing.Params(launch_us=0.0, mem_latency_scale=key[0], bandwidth_efficiency=key[1],
-                                 valu_scale=key[2])
+            base = timing.Params(launch_us=0.0, **dict(zip(GRID, key)))
             pre = [(r.modeled(base), r.measured, r.eager) for r in rows]
             cache[key] = min((sum(math.log((m + g + (h if e else 0.0)) / meas) ** 2 for m, meas, e in pre), g, h)
                              for g, h in overheads)
         return cache[key]
 
-    cur = timing.Params(launch_us=0.0, mem_latency_scale=1.0, bandwidth_efficiency=1.0, valu_scale=1.0)
+    cur = timing.Params(launch_us=0.0, mem_latency_scale=1.0, bandwidth_efficiency=1.0, valu_scale=1.0,
+                        scaled_cvt_cycles=T.VALU_CYCLES)
     for _ in range(3):
         for name, values in GRID.items():
             cur = min((timing.Params(**{**cur.__dict__, name: v}) for v in values), key=lambda p: loss_of(p)[0])
@@ -339,8 +340,8 @@ def main():
     fitted = [r for r in upstream if r.fit]
     params, host_us = fit(fitted) if fitted else (timing.Params(), 0.0)
     print(f"\nfitted on {len(fitted)} rows: launch_us={params.launch_us:.2f} "
-          f"mem_latency_scale={params.mem_latency_scale} bandwidth_efficiency={params.bandwidth_efficiency} "
-          f"valu_scale={params.valu_scale} eager_host_us={host_us:.1f} (GEMM table only)\n")
+          + " ".join(f"{name}={getattr(params, name)}" for name in GRID)
+          + f" eager_host_us={host_us:.1f} (GEMM table only)\n")
     print("Calibration (upstream kernels, modeled vs measured on MI355X)")
     print(f"{'family':8s} {'shape':18s} {'half':4s} {'modeled':>9s} {'measured':>9s} {'error':>7s} {'samp':>5s}")
     halves = {True: [], False: []}

@@ -32,6 +32,7 @@ class Rates:
     hbm_bw: float
     hbm_fraction: float = 1.0    # share of first-touch lines really served by HBM (the rest: caches)
     valu_scale: float = 1.0      # multiplies VALU issue/latency cycles (fitted)
+    scaled_cvt_cycles: float = T.SCALED_CVT_CYCLES   # VALU cycles of an MX scaled conversion (fitted)
 
 
 @dataclass
@@ -85,7 +86,9 @@ def simulate(ops, workgroups, slots: Slots, rates: Rates, stats: dict | None = N
     end_time = 0.0
     issue = T.ISSUE_CYCLES
     vscale = rates.valu_scale
+    cvt = rates.scaled_cvt_cycles
     stalls = {"dep": 0.0, "wait": 0.0, "unit": 0.0, "barrier": 0.0}
+    busy = {"mfma": [0.0] * nsimd, "valu": [0.0] * nsimd, "l1": 0.0, "l2": 0.0, "hbm": 0.0, "lds": 0.0}
 
     def dispatch(t):
         nonlocal qpos, lds_used, age
@@ -180,12 +183,15 @@ def simulate(ops, workgroups, slots: Slots, rates: Rates, stats: dict | None = N
         stalls["dep"] += tdep - w.t
         nxt_t = t + issue
         if u == S.VALU:
-            valu_free[simd] = t + op.cycles * vscale
-            done = t + op.latency * vscale
+            c = cvt if op.scaled_cvt else op.cycles * vscale
+            valu_free[simd] = t + c
+            busy["valu"][simd] += c
+            done = t + c
             for k in op.writes:
                 ready[k] = done
         elif u == S.MFMA:
             mfma_free[simd] = t + op.cycles
+            busy["mfma"][simd] += op.cycles
             valu_free[simd] = t + issue
             done = t + op.latency
             for k in op.writes:
@@ -208,6 +214,9 @@ def simulate(ops, workgroups, slots: Slots, rates: Rates, stats: dict | None = N
             l2 = cu["l2"] = max(t, cu["l2"]) + lines * T.CACHE_LINE_BYTES / rates.l2_bw
             hb = nbytes if op.store else new * T.CACHE_LINE_BYTES * rates.hbm_fraction
             hbm = cu["hbm"] = max(t, cu["hbm"]) + hb / rates.hbm_bw
+            busy["l1"] += nbytes / rates.l1_bw
+            busy["l2"] += lines * T.CACHE_LINE_BYTES / rates.l2_bw
+            busy["hbm"] += hb / rates.hbm_bw
             if op.store:
                 done = max(t + rates.store_lat, l1, l2)
             else:
@@ -223,6 +232,7 @@ def simulate(ops, workgroups, slots: Slots, rates: Rates, stats: dict | None = N
         elif u == S.LDS:
             cyc = info or T.LDS_MIN_CYCLES
             cu["lds"] = t + cyc
+            busy["lds"] += cyc
             done = t + T.LDS_CYCLES + cyc
             w.lgkm.append(done)
             for k in op.writes:
@@ -265,4 +275,7 @@ def simulate(ops, workgroups, slots: Slots, rates: Rates, stats: dict | None = N
         heapq.heappush(heap, (nxt_t, w.age, w))
     if stats is not None:
         stats.update(stalls)
+        # busiest SIMD's matrix / vector time and the CU memory pipes' busy times (diagnostics)
+        stats.update({"busy_mfma": max(busy["mfma"]), "busy_valu": max(busy["valu"]),
+                      **{"busy_" + k: busy[k] for k in ("l1", "l2", "hbm", "lds")}})
     return end_time

@@ -26,6 +26,7 @@ class Params:
     mem_latency_scale: float = T.MEM_LATENCY_SCALE          # multiplies the L2 / HBM / store latencies
     bandwidth_efficiency: float = T.BANDWIDTH_EFFICIENCY    # multiplies the L1 / L2 / HBM bandwidths
     valu_scale: float = T.VALU_SCALE                        # multiplies the VALU cycle table
+    scaled_cvt_cycles: float = T.SCALED_CVT_CYCLES          # VALU cycles of an MX scaled conversion
 
 
 @dataclass
@@ -75,7 +76,7 @@ def rates_for(params: Params, active_cus: int) -> CU.Rates:
                     store_lat=T.STORE_ACK_CYCLES * s, l1_bw=T.L1_BYTES_PER_CLK_PER_CU * eff,
                     l2_bw=T.L2_BYTES_PER_CLK_PER_CU * eff, hbm_bw=min(hbm, T.HBM_BYTES_PER_S / T.CLOCK_HZ /
                                                                      max(1, active_cus)),
-                    valu_scale=params.valu_scale)
+                    valu_scale=params.valu_scale, scaled_cvt_cycles=params.scaled_cvt_cycles)
 
 
 def time_launch(launch, *, samples: int = 16, rounds: int = 2, functional: bool = True,

@@ -17,6 +17,7 @@ _TRANS = re.compile(r"v_(exp|log|rcp|rsq|sqrt|sin|cos)(_legacy)?_(f16|f32|f64)|v
 _QUARTER = re.compile(r"v_(mul_lo_u32|mul_hi_u32|mul_hi_i32|mad_u64_u32|mad_i64_i32|mul_lo_i32)")
 _WIDE = re.compile(r"v_(lshl_add_u64|lshlrev_b64|lshrrev_b64|ashrrev_i64|add_u64|sub_u64|mov_b64)")
 _CROSS = re.compile(r"v_permlane|v_readlane|v_writelane")
+_SCALED_CVT = re.compile(r"v_cvt_scalef32_")
 _MFMA_SHAPE = re.compile(r"v_(?:s?mfma|smfmac)(?:_scale)?_([fi]\d+)_(\d+)x(\d+)x(\d+)(?:_(\d+)b)?_?(\w*)")
 
 
@@ -32,6 +33,7 @@ class Op:
     store: bool = False
     wait: tuple = ()            # s_waitcnt: (vmcnt, lgkmcnt)
     nbytes: int = 0             # bytes per lane of a memory access
+    scaled_cvt: bool = False    # an MX block-scaled conversion: its VALU time is a fitted parameter
 
 
 _SPECIAL = {"vcc": (2000, 2001), "vcc_lo": (2000,), "vcc_hi": (2001,), "exec": (2002, 2003),
@@ -139,6 +141,9 @@ def op_of(ins, agpr_base: int) -> Op:
         return Op(LDS, T.LDS_MIN_CYCLES, 0, reads, writes, lgkm=True, store="write" in name,
                   nbytes=_mem_bytes(name))
     if enc.startswith("VOP"):
+        if _SCALED_CVT.match(name):
+            # no published rate for gfx950's MX block-scaled conversions: their cost is fitted
+            return Op(VALU, T.SCALED_CVT_CYCLES, T.SCALED_CVT_CYCLES, reads, writes, scaled_cvt=True)
         c = valu_cycles(name)
         return Op(VALU, c, c, reads, writes)
     return Op(OTHER, T.ISSUE_CYCLES, 0, reads, writes)

@@ -51,6 +51,25 @@ def test_fp4_scaled_mfma_runs_at_the_fp4_rate():
     assert static.mfma_cycles(i8) == 2 * static.mfma_cycles(i4)
 
 
+def test_scaled_conversions_cost_their_fitted_cycles():
+    # independent instructions of one wave: each holds the SIMD's VALU for its cycles; the MX scaled
+    # conversions take the fitted Params.scaled_cvt_cycles, other VALU ops the table's rate
+    cvt = ins("v_cvt_scalef32_pk_bf16_fp4", [v(8)], [v(1), v(2)], enc="VOP3", op_sel=1)
+    plain = ins("v_cvt_pk_bf16_f32", [v(8)], [v(1), v(2)], enc="VOP3")
+    assert static.op_of(cvt, 0).scaled_cvt and not static.op_of(plain, 0).scaled_cvt
+    assert _cycles([plain] * 12).cycles - _cycles([plain] * 4).cycles == 8 * T.VALU_CYCLES
+    assert _cycles([cvt] * 12).cycles - _cycles([cvt] * 4).cycles == 8 * TABLE.scaled_cvt_cycles
+    assert TABLE.scaled_cvt_cycles == T.SCALED_CVT_CYCLES
+    # the same traces replayed at another fitted value (what the calibration's fit does)
+    full_rate = dataclasses.replace(TABLE, scaled_cvt_cycles=T.VALU_CYCLES)
+    replays = []
+    for n in (4, 12):
+        launch = Launch(Prepared(program([cvt] * n + [END])), (1, 1, 1), (64, 1, 1), b"", Memory())
+        timing.time_launch(launch, params=TABLE)
+        replays.append(timing.replay(launch))
+    assert replays[1](full_rate).cycles - replays[0](full_rate).cycles == 8 * T.VALU_CYCLES
+
+
 def _load_body(arr, wait, loads=1):
     a = arr.ctypes.data
     body = [ins("v_lshlrev_b32", [v(4)], [c(2), v(0)], enc="VOP2"),
