@@ -82,6 +82,16 @@ def _decode8(word, scale):
     return lo.shuffle(hi, list(range(8)))
 
 
+def _div(x, c):
+    """x // c for a power of two c and x >= 0 (a shift: Int32 division would add sign fix-ups)."""
+    return x // c if isinstance(x, int) else x >> (c.bit_length() - 1)
+
+
+def _mod(x, c):
+    """x % c for a power of two c and x >= 0."""
+    return x % c if isinstance(x, int) else x & (c - 1)
+
+
 def make_launcher(params: dict):
     t = geometry.tile(params)
     name = geometry.symbol(params)
@@ -100,12 +110,12 @@ def make_launcher(params: dict):
     def gemm_kernel(out: fx.Pointer, x: fx.Pointer, w: fx.Pointer, w_scale: fx.Pointer,
                     m: Int32, n: Int32, k: Int32, stride_x: Int32, stride_out: Int32):
         tid = Int32(gpu.thread_idx.x)
-        lane = tid % WAVE
-        wave = Int32(rocdl.readfirstlane(T.i32, _ir(tid // WAVE)))
-        nl = lane % 16
-        g = lane // 16
-        kw = wave % SK
-        nw = wave // SK
+        lane = _mod(tid, WAVE)
+        wave = Int32(rocdl.readfirstlane(T.i32, _ir(_div(tid, WAVE))))
+        nl = _mod(lane, 16)
+        g = _div(lane, 16)
+        kw = _mod(wave, SK)
+        nw = _div(wave, SK)
         bid_m = Int32(gpu.block_idx.x)
         bid_n = Int32(gpu.block_idx.y)
 
@@ -117,22 +127,22 @@ def make_launcher(params: dict):
         w_rsrc = _rsrc(Int64(fx.ptrtoint(w)) + Int64(bid_n) * (BN // 16) * Int64(k) * 8,
                        Int64(k) * (BN // 16) * 8)
         # A 16-column tile is one half of a 32-row scale group: the group of bid_n // 2, byte bid_n % 2.
-        s_rsrc = _rsrc(Int64(fx.ptrtoint(w_scale)) + (Int64(bid_n // 2) if BN == 16 else
+        s_rsrc = _rsrc(Int64(fx.ptrtoint(w_scale)) + (Int64(_div(bid_n, 2)) if BN == 16 else
                                                      Int64(bid_n) * (BN // 32)) * Int64(k),
                        Int64(k) * max(1, BN // 32))
-        half16 = bid_n % 2 if BN == 16 else None
+        half16 = _mod(bid_n, 2) if BN == 16 else None
         o_rsrc = _rsrc(Int64(fx.ptrtoint(out)) + Int64(m0) * Int64(stride_out) * 2,
                        (Int64(rows - 1) * Int64(stride_out) + Int64(n)) * 2)
-        n_steps = k // KSTEP
+        n_steps = _div(k, KSTEP)
 
         lds = fx.SharedAllocator().allocate(fx.Array[fx.Int8, t.lds_bytes, 16]).peek().ptr
         lds32 = fx.recast_iter(fx.PointerType.get(T.i32, fx.AddressSpace.Shared, 16), lds)
 
         def lds_load(byte_off):
-            return fx.ptr_load(fx.add_offset(lds32, byte_off // 4), T.vec(4, T.i32))
+            return fx.ptr_load(fx.add_offset(lds32, _div(byte_off, 4)), T.vec(4, T.i32))
 
         def lds_store(value, byte_off):
-            fx.ptr_store(value, fx.add_offset(lds32, byte_off // 4))
+            fx.ptr_store(value, fx.add_offset(lds32, _div(byte_off, 4)))
 
         # Cooperative A chunks: a buffer load with the LDS bit writes lane L of a wave at the wave's LDS
         # base + 16 L, so LDS is filled linearly and the swizzle is applied on the global side: the
@@ -141,10 +151,10 @@ def make_launcher(params: dict):
         a_src = []
         for c in range_constexpr(CPT):
             q = tid + c * threads
-            row = q // CPR
-            a_src.append(row * stride_x * 2 + ((q % CPR) ^ (row % 8)) * A_CHUNK)
+            row = _div(q, CPR)
+            a_src.append(row * stride_x * 2 + (_mod(q, CPR) ^ _mod(row, 8)) * A_CHUNK)
         # LDS offsets of this lane's A fragment for MFMA j of a 128-K block (row nl of an m-tile).
-        a_frag = [nl * ROW_B + (((g * 4 + j) ^ (nl % 8)) * A_CHUNK) for j in range_constexpr(4)]
+        a_frag = [nl * ROW_B + (((g * 4 + j) ^ _mod(nl, 8)) * A_CHUNK) for j in range_constexpr(4)]
 
         def dma_a(step, stage):
             for c in range_constexpr(CPT):
@@ -175,11 +185,12 @@ def make_launcher(params: dict):
                     # The 2 bytes of this block's (lane row, 32-column pair) are adjacent; a wave with
                     # one n-tile needs only the byte of its 16-column half.
                     n16 = n16_of(2 * p)
-                    soff = (n16 // 2) * k + (b // 2) * 256
+                    soff = _div(n16, 2) * k + (b >> 1) * 256
                     if fx.const_expr(NT == 1):
-                        sc.append(_load(s_rsrc, T.i8, lane * 4 + (b % 2) * 2 + (n16 % 2 if half16 is None else half16), soff))
+                        half = _mod(n16, 2) if half16 is None else half16
+                        sc.append(_load(s_rsrc, T.i8, lane * 4 + (b & 1) * 2 + half, soff))
                     else:
-                        sc.append(_load(s_rsrc, T.i16, lane * 4 + (b % 2) * 2, soff))
+                        sc.append(_load(s_rsrc, T.i16, lane * 4 + (b & 1) * 2, soff))
             return bq, sc
 
         def compute(afs, bq, sc, accs):
