@@ -2,13 +2,15 @@
 
 N and K are runtime kernel arguments, so a config is only a tile shape and pipeline order; a tuned
 (N, K) entry picks, per M bucket, the tile that fills MI355X's 256 CUs best for that shape, and the
-generic entry serves every other N, K divisible by 256. The numbers are first choices reasoned from
-grid size, LDS and register budgets (upstream publishes none); they have not been timed on gfx950
-(docs/families/gemm_a16wfp4.md#decision-tiles). The prefill buckets of (1024, 3584) and (3584, 512)
-were chosen on the emulator's MI355X timing model (benchmarks/gemm_model_tune.py): 64 x 128 tiles fill
-more CUs than 128 x 64 / 128 x 128.
+generic entry serves every other N, K divisible by 256. The rows of (1024, 3584) and (3584, 512)
+were chosen on the emulator's MI355X timing model (benchmarks/gemm_model_tune.py): small-M tiles
+(16 x 64, 32 x 128) give the many workgroups and waves per SIMD a 256-CU part needs at M <= 1024,
+wider tiles win only beyond; 16-column split-K tiles put 64-224 workgroups on the decode rows. The
+other rows are first choices reasoned from grid size, LDS and register budgets. None has been timed on
+gfx950 (docs/families/gemm_a16wfp4.md#decision-tiles).
 
-M buckets: "d16" M <= 16 and "d32" M <= 32 (decode), "mid" M <= 256, "prefill" beyond.
+M buckets: "d16" M <= 16 and "d32" M <= 32 (decode), "mid" M <= 256, "prefill" M <= 1024, "large"
+beyond.
 """
 
 
@@ -16,26 +18,33 @@ def _cfg(order, bm, bn, sk, kb):
     return {"order": order, "bm": bm, "bn": bn, "sk": sk, "kb": kb}
 
 
-BUCKETS = ("d16", "d32", "mid", "prefill")
+BUCKETS = ("d16", "d32", "mid", "prefill", "large")
+
+
+def _rows(d16, d32, mid, prefill, large=None):
+    return {"d16": d16, "d32": d32, "mid": mid, "prefill": prefill, "large": large or prefill}
+
 
 # (N, K) -> bucket -> params. Decode buckets use the decode order (one B tile live); those with
 # sk > 1 reduce K-split partials in LDS. 1536 x 7168 decodes without split-K (no LDS reduction).
 TUNED = {
-    (8448, 7168): {"d16": _cfg("decode", 16, 32, 4, 1), "d32": _cfg("decode", 32, 32, 4, 1),
-                   "mid": _cfg("prefill", 64, 64, 1, 1), "prefill": _cfg("prefill", 128, 128, 1, 1)},
-    (1536, 7168): {"d16": _cfg("decode", 16, 64, 1, 2), "d32": _cfg("decode", 32, 64, 1, 2),
-                   "mid": _cfg("prefill", 64, 64, 1, 1), "prefill": _cfg("prefill", 128, 64, 1, 1)},
-    (7168, 768): {"d16": _cfg("decode", 16, 32, 2, 1), "d32": _cfg("decode", 32, 32, 2, 1),
-                  "mid": _cfg("prefill", 64, 64, 1, 1), "prefill": _cfg("prefill", 128, 128, 1, 1)},
-    (1024, 3584): {"d16": _cfg("decode", 16, 32, 4, 1), "d32": _cfg("decode", 32, 32, 4, 1),
-                   "mid": _cfg("prefill", 64, 64, 1, 1), "prefill": _cfg("prefill", 64, 128, 1, 1)},
-    (3584, 512): {"d16": _cfg("decode", 16, 32, 2, 1), "d32": _cfg("decode", 32, 32, 2, 1),
-                  "mid": _cfg("prefill", 64, 64, 1, 1), "prefill": _cfg("prefill", 64, 128, 1, 1)},
+    (8448, 7168): _rows(_cfg("decode", 16, 32, 4, 1), _cfg("decode", 32, 32, 4, 1),
+                        _cfg("prefill", 64, 64, 1, 1), _cfg("prefill", 128, 128, 1, 1)),
+    (1536, 7168): _rows(_cfg("decode", 16, 64, 1, 2), _cfg("decode", 32, 64, 1, 2),
+                        _cfg("prefill", 64, 64, 1, 1), _cfg("prefill", 128, 64, 1, 1)),
+    (7168, 768): _rows(_cfg("decode", 16, 32, 2, 1), _cfg("decode", 32, 32, 2, 1),
+                       _cfg("prefill", 64, 64, 1, 1), _cfg("prefill", 128, 128, 1, 1)),
+    (1024, 3584): _rows(_cfg("decode", 16, 16, 4, 1), _cfg("decode", 32, 32, 4, 1),
+                        _cfg("prefill", 16, 64, 1, 2), _cfg("prefill", 16, 64, 1, 2),
+                        _cfg("prefill", 64, 128, 1, 2)),
+    (3584, 512): _rows(_cfg("decode", 16, 16, 4, 1), _cfg("decode", 32, 32, 2, 1),
+                       _cfg("prefill", 16, 64, 1, 2), _cfg("prefill", 32, 128, 1, 1),
+                       _cfg("prefill", 32, 256, 1, 1)),
 }
 
 # Serves any N % 256 == 0, K % 256 == 0 (kstep 256 or 128 divides every such K).
-GENERIC = {"d16": _cfg("decode", 16, 64, 2, 1), "d32": _cfg("decode", 32, 64, 2, 1),
-           "mid": _cfg("prefill", 64, 128, 1, 1), "prefill": _cfg("prefill", 128, 128, 1, 1)}
+GENERIC = _rows(_cfg("decode", 16, 64, 2, 1), _cfg("decode", 32, 64, 2, 1),
+                _cfg("prefill", 64, 128, 1, 1), _cfg("prefill", 128, 128, 1, 1))
 
 
 def bucket(m: int) -> str:
@@ -45,7 +54,9 @@ def bucket(m: int) -> str:
         return "d32"
     if m <= 256:
         return "mid"
-    return "prefill"
+    if m <= 1024:
+        return "prefill"
+    return "large"
 
 
 def choose(n: int, k: int, m: int) -> dict:

@@ -1,9 +1,10 @@
 """FlyDSL source of the BF16 x MXFP4 GEMM (A16WFP4) for gfx950: Y[M, N] = X[M, K] @ W[N, K]^T.
 
 Per workgroup (4 waves, tile bm x bn, see geometry.py):
-- A (bf16 activations) streams global -> VGPR -> LDS, double-buffered across the K loop; the LDS rows
-  are XOR-swizzled at 16-byte granularity (chunk ^ (row % 8)) so the 16 rows an MFMA reads hit
-  different banks.
+- A (bf16 activations) is copied global -> LDS by buffer loads with the LDS bit (no VGPR staging),
+  double-buffered across the K loop; the LDS rows are XOR-swizzled at 16-byte granularity
+  (chunk ^ (row % 8), applied on the global side) so the 16 rows an MFMA reads hit different banks.
+  A step's A fragments are read from LDS before the next step's copy is issued into the other stage.
 - B (preshuffled packed E2M1, layout in layout.py) is loaded straight to VGPRs, one 16-byte load per
   lane per 16 columns per 128-K block (plus the 1 or 2 scale bytes it needs, so every weight and scale
   byte is read once per M block), and decoded just before use into BF16 fragments with
@@ -31,7 +32,7 @@ Design decisions (docs/families/gemm_a16wfp4.md#decisions):
   -0 codes sum to +0 in the GEMM, as in the reference matmul.
 - Layout: aiter's canonical 16x16 weight shuffle and e8m0 scale shuffle (layout.py), so weights prepared
   for aiter/FlyDSL MXFP4 kernels are accepted unchanged. Host API in ops/_gemm_a16wfp4.py.
-- Tiles: chosen in configs.py by reasoning (grid fill, LDS, VGPR budgets), not timed on gfx950.
+- Tiles: chosen in configs.py (partly on the emulator's timing model), not timed on gfx950.
 - Shapes: the TP2 benchmark shapes get their own table rows; nothing assumes a model role.
 N, K, M and both row strides are runtime arguments; a spec is only a tile config.
 """
@@ -81,6 +82,16 @@ def _decode8(word, scale):
     return lo.shuffle(hi, list(range(8)))
 
 
+def _div(x, c):
+    """x // c for a power of two c and x >= 0 (a shift: Int32 division would add sign fix-ups)."""
+    return x // c if isinstance(x, int) else x >> (c.bit_length() - 1)
+
+
+def _mod(x, c):
+    """x % c for a power of two c and x >= 0."""
+    return x % c if isinstance(x, int) else x & (c - 1)
+
+
 def make_launcher(params: dict):
     t = geometry.tile(params)
     name = geometry.symbol(params)
@@ -99,12 +110,12 @@ def make_launcher(params: dict):
     def gemm_kernel(out: fx.Pointer, x: fx.Pointer, w: fx.Pointer, w_scale: fx.Pointer,
                     m: Int32, n: Int32, k: Int32, stride_x: Int32, stride_out: Int32):
         tid = Int32(gpu.thread_idx.x)
-        lane = tid % WAVE
-        wave = Int32(rocdl.readfirstlane(T.i32, _ir(tid // WAVE)))
-        nl = lane % 16
-        g = lane // 16
-        kw = wave % SK
-        nw = wave // SK
+        lane = _mod(tid, WAVE)
+        wave = Int32(rocdl.readfirstlane(T.i32, _ir(_div(tid, WAVE))))
+        nl = _mod(lane, 16)
+        g = _div(lane, 16)
+        kw = _mod(wave, SK)
+        nw = _div(wave, SK)
         bid_m = Int32(gpu.block_idx.x)
         bid_n = Int32(gpu.block_idx.y)
 
@@ -115,39 +126,48 @@ def make_launcher(params: dict):
         # One 16-row group of W is 16 * K/2 = 8K bytes; one 32-row group of scales is K bytes.
         w_rsrc = _rsrc(Int64(fx.ptrtoint(w)) + Int64(bid_n) * (BN // 16) * Int64(k) * 8,
                        Int64(k) * (BN // 16) * 8)
-        s_rsrc = _rsrc(Int64(fx.ptrtoint(w_scale)) + Int64(bid_n) * (BN // 32) * Int64(k),
+        # A 16-column tile is one half of a 32-row scale group: the group of bid_n // 2, byte bid_n % 2.
+        s_rsrc = _rsrc(Int64(fx.ptrtoint(w_scale)) + (Int64(_div(bid_n, 2)) if BN == 16 else
+                                                     Int64(bid_n) * (BN // 32)) * Int64(k),
                        Int64(k) * max(1, BN // 32))
+        half16 = _mod(bid_n, 2) if BN == 16 else None
         o_rsrc = _rsrc(Int64(fx.ptrtoint(out)) + Int64(m0) * Int64(stride_out) * 2,
                        (Int64(rows - 1) * Int64(stride_out) + Int64(n)) * 2)
-        n_steps = k // KSTEP
+        n_steps = _div(k, KSTEP)
 
         lds = fx.SharedAllocator().allocate(fx.Array[fx.Int8, t.lds_bytes, 16]).peek().ptr
         lds32 = fx.recast_iter(fx.PointerType.get(T.i32, fx.AddressSpace.Shared, 16), lds)
 
         def lds_load(byte_off):
-            return fx.ptr_load(fx.add_offset(lds32, byte_off // 4), T.vec(4, T.i32))
+            return fx.ptr_load(fx.add_offset(lds32, _div(byte_off, 4)), T.vec(4, T.i32))
 
         def lds_store(value, byte_off):
-            fx.ptr_store(value, fx.add_offset(lds32, byte_off // 4))
+            fx.ptr_store(value, fx.add_offset(lds32, _div(byte_off, 4)))
 
-        # Cooperative A chunks of this thread: global and (swizzled) LDS offsets, fixed per thread.
-        a_src, a_dst = [], []
+        # Cooperative A chunks: a buffer load with the LDS bit writes lane L of a wave at the wave's LDS
+        # base + 16 L, so LDS is filled linearly and the swizzle is applied on the global side: the
+        # 16 bytes at LDS chunk `slot` of a row come from global chunk slot ^ (row % 8).
+        lds_i32 = Int32(fx.ptrtoint(lds))
+        a_src = []
         for c in range_constexpr(CPT):
             q = tid + c * threads
-            row = q // CPR
-            col = q % CPR
-            a_src.append(row * stride_x * 2 + col * A_CHUNK)
-            a_dst.append(row * ROW_B + (col ^ (row % 8)) * A_CHUNK)
+            row = _div(q, CPR)
+            a_src.append(row * stride_x * 2 + (_mod(q, CPR) ^ _mod(row, 8)) * A_CHUNK)
         # LDS offsets of this lane's A fragment for MFMA j of a 128-K block (row nl of an m-tile).
-        a_frag = [nl * ROW_B + (((g * 4 + j) ^ (nl % 8)) * A_CHUNK) for j in range_constexpr(4)]
+        a_frag = [nl * ROW_B + (((g * 4 + j) ^ _mod(nl, 8)) * A_CHUNK) for j in range_constexpr(4)]
 
-        def load_a(step):
-            return [_load(x_rsrc, T.vec(4, T.i32), a_src[c], step * (KSTEP * 2))
-                    for c in range_constexpr(CPT)]
-
-        def store_a(regs, stage):
+        def dma_a(step, stage):
             for c in range_constexpr(CPT):
-                lds_store(regs[c], stage * A_STAGE + a_dst[c])
+                dst = lds_i32 + stage * A_STAGE + (c * threads + wave * WAVE) * A_CHUNK
+                ptr = fx.to_llvm_ptr(fx.inttoptr(fx.PointerType.get(T.i8, fx.AddressSpace.Shared), Int64(dst)))
+                rocdl.raw_ptr_buffer_load_lds(x_rsrc, ptr, Int32(A_CHUNK), Int32(a_src[c]),
+                                              Int32(step * (KSTEP * 2)), Int32(0), Int32(0))
+
+        def read_a(stage):          # every A fragment of a step: [block][j][m-tile]
+            return [[[Vec(lds_load(stage * A_STAGE + (kw * KB + i) * (KBLOCK * 2) + mt * MFMA_MN * ROW_B
+                                   + a_frag[j])).bitcast(fx.BFloat16)
+                      for mt in range_constexpr(MT)] for j in range_constexpr(KBLOCK // MFMA_K)]
+                    for i in range_constexpr(KB)]
 
         def block_of(step, i):      # global 128-K block index of this wave's block i in a step
             return step * KPS + kw * KB + i
@@ -165,53 +185,61 @@ def make_launcher(params: dict):
                     # The 2 bytes of this block's (lane row, 32-column pair) are adjacent; a wave with
                     # one n-tile needs only the byte of its 16-column half.
                     n16 = n16_of(2 * p)
-                    soff = (n16 // 2) * k + (b // 2) * 256
+                    soff = _div(n16, 2) * k + (b >> 1) * 256
                     if fx.const_expr(NT == 1):
-                        sc.append(_load(s_rsrc, T.i8, lane * 4 + (b % 2) * 2 + n16 % 2, soff))
+                        half = _mod(n16, 2) if half16 is None else half16
+                        sc.append(_load(s_rsrc, T.i8, lane * 4 + (b & 1) * 2 + half, soff))
                     else:
-                        sc.append(_load(s_rsrc, T.i16, lane * 4 + (b % 2) * 2, soff))
+                        sc.append(_load(s_rsrc, T.i16, lane * 4 + (b & 1) * 2, soff))
             return bq, sc
 
-        def compute(stage, bq, sc, accs):
+        def compute(afs, bq, sc, accs):
             accs = list(accs)
             for i in range_constexpr(KB):
                 scales = [_e8m0_scale(sc[i * PAIRS + nt // 2], (nt % 2) * 8) for nt in range_constexpr(NT)]
-                a_base = stage * A_STAGE + (kw * KB + i) * (KBLOCK * 2)
                 for j in range_constexpr(KBLOCK // MFMA_K):
                     bf = [_decode8(Vec(bq[i * NT + nt])[j], scales[nt]) for nt in range_constexpr(NT)]
                     for mt in range_constexpr(MT):
-                        af = Vec(lds_load(a_base + mt * MFMA_MN * ROW_B + a_frag[j])).bitcast(fx.BFloat16)
                         for nt in range_constexpr(NT):
                             a = mt * NT + nt
                             accs[a] = rocdl.mfma_f32_16x16x32_bf16(
-                                T.vec(4, T.f32), [_ir(af), _ir(bf[nt]), accs[a]])
+                                T.vec(4, T.f32), [_ir(afs[i][j][mt]), _ir(bf[nt]), accs[a]])
             return accs
 
         zero = Vec.filled(4, 0.0, fx.Float32).ir_value()
-        store_a(load_a(Int32(0)), Int32(0))
+        n_b_loads = KB * (NT + PAIRS)           # load instructions of one B tile
+        dma_a(Int32(0), Int32(0))
         bq0, sc0 = load_b(Int32(0))
+        rocdl.s_waitcnt(vmcnt=0)
         gpu.barrier()
         init = [zero] * NACC + [_ir(v) for v in bq0] + [_ir(v) for v in sc0]
         n_bq = len(bq0)
         # Every step but the last prefetches the next one; the last is peeled so nothing is read twice.
+        # A of the step is read from LDS before the next A is issued into the other stage, so no LDS
+        # read waits behind the in-flight copy; each wave drains its copy before the barrier.
         for iv, state in range(fx.Index(0), fx.Index(n_steps - 1), fx.Index(1), init=init):
             step = Int32(iv)
             accs = list(state[:NACC])
             bq = list(state[NACC:NACC + n_bq])
             sc = list(state[NACC + n_bq:])
-            stage = step % 2
-            a_next = load_a(step + 1)
+            stage = step & 1
+            afs = read_a(stage)
+            dma_a(step + 1, stage ^ 1)
+            rocdl.sched_barrier(0)               # the copy is issued before the next B (vmcnt below)
             if fx.const_expr(prefill):
                 bq_next, sc_next = load_b(step + 1)
-                accs = compute(stage, bq, sc, accs)
+                accs = compute(afs, bq, sc, accs)
+                rocdl.s_waitcnt(vmcnt=0)
             else:
-                accs = compute(stage, bq, sc, accs)
+                accs = compute(afs, bq, sc, accs)
                 rocdl.sched_barrier(0)           # keep the next B behind the MFMAs: one B tile live
                 bq_next, sc_next = load_b(step + 1)
-            store_a(a_next, stage ^ 1)
+                rocdl.sched_barrier(0)
+                rocdl.s_waitcnt(vmcnt=n_b_loads)  # this wave's A copy is done, its next B may fly
             gpu.barrier()
             results = yield accs + [_ir(v) for v in bq_next] + [_ir(v) for v in sc_next]
-        accs = compute((n_steps - 1) % 2, results[NACC:NACC + n_bq], results[NACC + n_bq:], results[:NACC])
+        accs = compute(read_a((n_steps - 1) & 1), results[NACC:NACC + n_bq], results[NACC + n_bq:],
+                       results[:NACC])
 
         def store_out(accs):
             for mt in range_constexpr(MT):

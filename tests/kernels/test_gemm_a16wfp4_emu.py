@@ -45,6 +45,11 @@ CASES = [
     (configs.GENERIC["mid"], 33, 256, 512),                   # prefill order
     (configs.GENERIC["prefill"], 128, 256, 256),
     (configs.TUNED[(1536, 7168)]["prefill"], 130, 256, 512),  # bm 128, bn 64, ragged M
+    (configs.TUNED[(1024, 3584)]["d16"], 3, 512, 1024),      # 16-column tiles: odd N blocks use byte 1 of a scale dword
+    (configs.TUNED[(1024, 3584)]["mid"], 47, 256, 768),      # bm 16, kb 2 on an odd step count
+    (configs.TUNED[(1024, 3584)]["large"], 65, 256, 1024),   # bm 64, kb 2, one row past an M block
+    (configs.TUNED[(3584, 512)]["prefill"], 33, 256, 256),   # a single K step (no loop iteration)
+    (configs.TUNED[(3584, 512)]["large"], 300, 512, 512),    # bn 256, ragged M
 ]
 IDS = [f"{geometry.symbol(c)}-M{m}-N{n}-K{k}" for c, m, n, k in CASES]
 
@@ -138,7 +143,7 @@ def test_op_dispatches_the_tuned_table(store):
     g = _gen(9)
     w, s = reference.random_weight(256, 512, generator=g, scale_lo=126, scale_hi=128)
     prep = prepare_mxfp4_weight(w, s)
-    for m in (1, 32, 33, 300):
+    for m in (1, 32, 33, 300, 1100):
         x = reference.mxfp4_grid_activations(m, 512, generator=g)
         assert torch.equal(_bits(gemm_a16wfp4(x, prep)), _bits(reference.gemm_reference(x, w, s)))
     empty = gemm_a16wfp4(torch.empty(0, 512, dtype=torch.bfloat16), prep)
