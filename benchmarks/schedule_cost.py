@@ -5,7 +5,8 @@ and the host time of one eager op call with the kernel launch replaced by a no-o
 
 Device ops are counted with a TorchDispatchMode around each builder and around the op's plan (the
 whole op body but the launch, which adds one kernel): every aten op but views and allocations is one
-device kernel on a GPU. Host times are the best of `runs` loops of `n` calls, printed as a ratio to one
+device kernel on a GPU, and so is every flyaot kernel launch (counted with the launch a no-op: the
+metadata kernels of the prefill schedule and windows). Host times are the best of `runs` loops of `n` calls, printed as a ratio to one
 native torch op (`x.add_(1)` on a 16-element tensor of the same device) measured in the same run.
 """
 import argparse
@@ -28,7 +29,10 @@ from flyaot.kernel_defs.mqa_decode import plan as decode_plan  # noqa: E402
 from flyaot.kernel_defs.mqa_decode import schedule as decode_schedule  # noqa: E402
 from flyaot.kernel_defs.mqa_prefill import plan as prefill_plan  # noqa: E402
 from flyaot.kernel_defs.mqa_prefill import schedule as prefill_schedule  # noqa: E402
+from flyaot.kernel_defs.mqa_prefill_meta import plan as prefill_meta_plan  # noqa: E402
+from flyaot.kernel_defs.mqa_prefill_meta import reference as prefill_meta_reference  # noqa: E402
 from flyaot.ops import gemm_a16wfp4, pa_mqa_logits_fp4, pa_mqa_logits_fp4_prefill, prepare_mxfp4_weight  # noqa: E402
+from flyaot.ops import compute_prefill_schedule, compute_varqlen_windows  # noqa: E402
 
 NO_KERNEL = {"empty", "empty_strided", "empty_like", "detach", "lift_fresh", "alias", "_local_scalar_dense"}
 
@@ -49,10 +53,31 @@ class DeviceOps(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
+class Launches:
+    """Counts flyaot kernel launches, each a no-op here."""
+
+    def __enter__(self):
+        self.n, self._real = 0, runtime.launch
+        runtime.launch = self._count
+        return self
+
+    def _count(self, plan, stream=None):
+        self.n += 1
+
+    def __exit__(self, *exc):
+        runtime.launch = self._real
+
+
 def count(fn):
-    with DeviceOps() as d:
+    with DeviceOps() as d, Launches() as launches:
         fn()
+    d.launches = launches.n
     return d
+
+
+def _launch_all(plans):
+    for plan in plans:
+        runtime.launch(plan)
 
 
 def problems(dev):
@@ -87,24 +112,25 @@ def main():
     decode, prefill, windows, (x, weight) = problems(dev)
     msl, rows = 1024, prefill[0].shape[0]
     ctx = decode[-1]
-    info8 = prefill_schedule.build_schedule(*windows, page_size=64, max_seq_len=msl,
-                                            slots=prefill_plan.default_slots(rows))
+    info8 = prefill_meta_reference.build_schedule(*windows, page_size=64, max_seq_len=msl,
+                                                  slots=prefill_plan.default_slots(rows))
     _, info6, units = aiter.compute_prefill_schedule(*windows, 256, max(512, rows), msl)
+    cu = torch.tensor([0, 32, 64], dtype=torch.int32, device=dev)
+    cl = torch.tensor([900, 500], dtype=torch.int32, device=dev)
     dinfo, _ = decode_schedule.build_schedule(ctx, 256, 16, msl, 1)
     out_d = torch.full((4, msl), float("-inf"), device=dev)
     out_p = torch.full((rows, msl), float("-inf"), device=dev)
 
     builders = {
         "decode build_schedule (varctx)": lambda: decode_schedule.build_schedule(ctx, 256, 16, msl, 1),
-        "prefill build_schedule (grouped, 8-int)": lambda: prefill_schedule.build_schedule(
-            *windows, page_size=64, max_seq_len=msl, slots=prefill_plan.default_slots(rows)),
+        # the ops' bodies (__wrapped__): under a dispatch mode the public ops are one custom op each
+        "prefill compute_prefill_schedule (grouped, 8-int)": lambda: compute_prefill_schedule.__wrapped__(
+            *windows, page_size=64, max_seq_len=msl),
         "prefill build_row_schedule (aiter 6-int)": lambda: prefill_schedule.build_row_schedule(
             *windows, block_k=256, slots=units, max_seq_len=msl),
-        "prefill from_row_schedule (6 -> 8 int)": lambda: prefill_schedule.from_row_schedule(
-            info6, units, block_k=256, rows=rows, page_size=64, max_seq_len=msl),
-        "varqlen_windows": lambda: prefill_schedule.varqlen_windows(
-            torch.tensor([0, 32, 64], dtype=torch.int32, device=dev), torch.tensor([900, 500], dtype=torch.int32,
-                                                                                    device=dev), rows),
+        "prefill 6 -> 8 int table conversion": lambda: _launch_all(prefill_meta_plan.convert(
+            info6, units, block_k=256, rows=rows, page_size=64, max_seq_len=msl)[1:]),
+        "compute_varqlen_windows": lambda: compute_varqlen_windows.__wrapped__(cu, cl, rows),
     }
     calls = {
         "decode, SGLang eager (direct kernel)": (
@@ -119,8 +145,8 @@ def main():
         "decode, graph-pinned (cta_info, out)": (
             lambda: decode_plan.plan_call(*decode, msl, **_dk(cta_info=dinfo, total_ctas=16, out=out_d)),
             lambda: pa_mqa_logits_fp4(*decode, msl, cta_info=dinfo, total_ctas=16, out=out_d)),
-        "prefill, internal schedule": (
-            lambda: prefill_plan.plan_call(*prefill, *windows, msl, **_pk()),
+        "prefill, internal schedule": (        # the plans' metadata launches counted, the last is the +1
+            lambda: _launch_all(prefill_plan.plan_call(*prefill, *windows, msl, **_pk())[1][:-1]),
             lambda: pa_mqa_logits_fp4_prefill(*prefill, *windows, msl)),
         "prefill, external 8-int table + out": (
             lambda: prefill_plan.plan_call(*prefill, *windows, msl, **_pk(cta_info=info8, n_ctas=info8.shape[0],
@@ -128,7 +154,8 @@ def main():
             lambda: pa_mqa_logits_fp4_prefill(*prefill, *windows, msl, cta_info=info8, n_ctas=info8.shape[0],
                                               out=out_p)),
         "prefill, external 6-int table + out": (
-            lambda: prefill_plan.plan_call(*prefill, *windows, msl, **_pk(cta_info=info6, n_ctas=units, out=out_p)),
+            lambda: _launch_all(prefill_plan.plan_call(*prefill, *windows, msl,
+                                                       **_pk(cta_info=info6, n_ctas=units, out=out_p))[1][:-1]),
             lambda: pa_mqa_logits_fp4_prefill(*prefill, *windows, msl, cta_info=info6, n_ctas=units, out=out_p)),
         "gemm M=1 N=256 K=512": (
             lambda: torch.empty(1, 256, dtype=torch.bfloat16, device=dev),
@@ -138,11 +165,11 @@ def main():
     print(f"device ops per schedule builder ({dev.type}; views and allocations excluded):")
     for name, fn in builders.items():
         d = count(fn)
-        print(f"  {name:44s} {len(d.kernels):3d} kernels, {d.syncs} host syncs")
+        print(f"  {name:44s} {len(d.kernels) + d.launches:3d} kernels, {d.syncs} host syncs")
     print("device ops per op call (the op's own torch work + its one kernel):")
     for name, (body, _) in calls.items():
         d = count(body)
-        print(f"  {name:44s} {len(d.kernels) + 1:3d} kernels, {d.syncs} host syncs")
+        print(f"  {name:44s} {len(d.kernels) + d.launches + 1:3d} kernels, {d.syncs} host syncs")
 
     real = runtime.launch
     runtime.launch = lambda plan, stream=None: None

@@ -50,7 +50,8 @@ def test_every_case_fails_on_a_missing_code_object(missed):
     rows, records, _ = missed
     assert {r[0] for r in rows} == FAMILIES
     assert rows and all(ok is False and "no code object for" in detail for _, _, ok, detail in rows), rows
-    assert {r["family"] for r in records} == FAMILIES
+    # a prefill case misses first on the metadata kernel that builds its schedule or windows
+    assert {r["family"] for r in records} == FAMILIES - {"mqa_prefill"} | {"mqa_prefill_meta"}
 
 
 def test_cases_cover_every_path(missed):

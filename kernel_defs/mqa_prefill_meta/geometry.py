@@ -1,0 +1,31 @@
+"""Sizes shared by the metadata kernels, their launch plans and the spec budget (pure Python)."""
+from ... import targets
+from ..mqa_common.prefill_table import CHUNK_TOKENS, CTA_INFO_INTS, ROW_INFO_INTS, WAVES  # noqa: F401
+
+LAYOUTS = ("groups", "windows", "convert")
+WAVE_SIZE = targets.get(targets.DEFAULT_TARGET).warp_size
+GROUP_THREADS = 1024          # the groups kernel is one workgroup: 16 waves share the row arrays in LDS
+ELEM_THREADS = 256            # windows / convert: one lane per row / slot
+MAX_ROWS = 32768              # rows whose per-row chunk counts the groups kernel holds in LDS (4 bytes each)
+
+
+def threads(layout: str) -> int:
+    return GROUP_THREADS if layout == "groups" else ELEM_THREADS
+
+
+def group_lds_bytes() -> int:
+    """Per-row int32 array, then the cross-wave scratch: one int32 per wave for the scans and two
+    banks of one int64 per wave for the search's sums."""
+    waves = GROUP_THREADS // WAVE_SIZE
+    return MAX_ROWS * 4 + waves * 4 + 2 * waves * 8
+
+
+def fit_space(max_seq_len: int) -> tuple:
+    """(s_max, rounds) of the chunks-per-slot search: s in [1, s_max], a binary search of fixed length."""
+    s_max = max(1, -(-max_seq_len // CHUNK_TOKENS))
+    return s_max, s_max.bit_length() + 1
+
+
+def search_rounds(n: int) -> int:
+    """Steps of a lower-bound search over n sorted entries."""
+    return max(n, 1).bit_length() + 1
