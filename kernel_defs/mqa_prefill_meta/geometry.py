@@ -14,10 +14,11 @@ def threads(layout: str) -> int:
 
 
 def group_lds_bytes() -> int:
-    """Per-row int32 array, then the cross-wave scratch: one int32 per wave for the scans and two
-    banks of one int64 per wave for the search's sums."""
+    """Per-row int32 array, then the cross-wave scratch: one int32 per wave for the scans, two
+    banks of two int32 per wave (the 16-bit halves of the search's sums), and one 16-byte spare word
+    that lanes past the rows store to."""
     waves = GROUP_THREADS // WAVE_SIZE
-    return MAX_ROWS * 4 + waves * 4 + 2 * waves * 8
+    return MAX_ROWS * 4 + waves * 4 + 2 * waves * 8 + 16
 
 
 def fit_space(max_seq_len: int) -> tuple:

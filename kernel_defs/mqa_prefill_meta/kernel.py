@@ -28,7 +28,8 @@ from .geometry import (CHUNK_TOKENS, CTA_INFO_INTS, ELEM_THREADS, GROUP_THREADS,
 
 _BIG = (1 << 31) - 1
 _CHUNK_SHIFT = CHUNK_TOKENS.bit_length() - 1
-assert 1 << _CHUNK_SHIFT == CHUNK_TOKENS and WAVES & (WAVES - 1) == 0
+GROUP_SHIFT = GROUP_THREADS.bit_length() - 1
+assert 1 << _CHUNK_SHIFT == CHUNK_TOKENS and 1 << GROUP_SHIFT == GROUP_THREADS and WAVES & (WAVES - 1) == 0
 
 
 def _bytes(ptr):
@@ -51,28 +52,13 @@ def _udiv(a, b):
     return Int32(fx.Uint32(a) // fx.Uint32(b))
 
 
-def _shifted(value, lane, d: int):
-    """value of lane - d (lanes below d get their own value)."""
-    src = fx.max(lane - Int32(d), Int32(0)) * Int32(4)
-    return Int32(rocdl.ds_bpermute(T.i32, B.ir_of(src), B.ir_of(value)))
-
-
-def _wave_scan(value, lane, combine):
-    """Inclusive scan of an int32 over the wave's lanes."""
-    for d in (1, 2, 4, 8, 16, 32):
-        got = _shifted(value, lane, d)
-        value = (lane >= Int32(d)).select(combine(value, got), value)
-    return value
-
-
-def _wave_sum64(value, lane):
-    """Sum of an int64 over the wave's lanes (every lane gets it)."""
-    for d in (1, 2, 4, 8, 16, 32):
-        src = (lane ^ Int32(d)) * Int32(4)
-        lo = Int32(rocdl.ds_bpermute(T.i32, B.ir_of(src), B.ir_of(Int32(value))))
-        hi = Int32(rocdl.ds_bpermute(T.i32, B.ir_of(src), B.ir_of(Int32(value >> Int64(32)))))
-        value = value + ((Int64(hi) << Int64(32)) | (Int64(lo) & Int64(0xFFFFFFFF)))
-    return value
+def _words(lds, offset, n: int):
+    """n int32 words of LDS at a 16-byte aligned offset (one ds_read_b128 per 4)."""
+    out = []
+    for i in range_constexpr(n // 4):
+        v = fx.Vector(B.lds_load(lds, Int32(offset) + Int32(16 * i), 4))
+        out += [Int32(v[j]) for j in range_constexpr(4)]
+    return out
 
 
 # ---------------------------------------------------------------------------------------------- groups
@@ -100,10 +86,21 @@ def _group_at(f, n, srcs, max_seq_len, page_size):
     return n_rows, batch, chunk_lo, n_chunks, last_page
 
 
+def _store_slots(cta_info, base, slots, tid, fields):
+    """Lane tid's 8 ints at slot base + tid, through a resource over the block's slots only."""
+    here = fx.min(slots - Int32(base), Int32(GROUP_THREADS))
+    out_rs = B.buffer_rsrc(_bytes(cta_info), Int64(base) * Int64(CTA_INFO_INTS * 4),
+                           Int64(here) * Int64(CTA_INFO_INTS * 4))
+    for h in range_constexpr(CTA_INFO_INTS // 4):
+        vec = fx.Vector.from_elements(fields[4 * h:4 * h + 4], Int32)
+        B.buffer_store(vec, out_rs, tid * Int32(CTA_INFO_INTS * 4) + Int32(16 * h))
+
+
 def _groups_kernel(name: str):
     NW = GROUP_THREADS // WAVE_SIZE
     SCAN = MAX_ROWS * 4                  # byte offsets of the cross-wave scratch in LDS
     SUMS = SCAN + NW * 4
+    SPARE = SUMS + 2 * NW * 8            # where lanes past the rows store (no branch around the stores)
 
     @flyc.kernel(name=name)
     def prefill_groups(cta_info: fx.Pointer, row_to_batch: fx.Pointer, local_starts: fx.Pointer,
@@ -120,7 +117,7 @@ def _groups_kernel(name: str):
             """Every wave's last-lane `value`, through one LDS word per wave."""
             B.lds_store(lds, Int32(SCAN) + wave * Int32(4), B.readlane(B.ir_of(value), B.ir_of(Int32(WAVE_SIZE - 1))), 1)
             gpu.barrier()
-            words = [Int32(B.lds_load(lds, Int32(SCAN + 4 * w), 1)) for w in range_constexpr(NW)]
+            words = _words(lds, SCAN, NW)
             gpu.barrier()                # the words are read before the next block writes them
             return words
 
@@ -133,7 +130,7 @@ def _groups_kernel(name: str):
             b_p = _load(srcs[0], fx.max(r - Int32(1), Int32(0)))
             change = (r == Int32(0)) | (b_r != b_p)
             mark = (change & row_in).select(r, Int32(-1))
-            mark = _wave_scan(mark, lane, fx.max)
+            mark = fx.coop.warp_inclusive_scan(mark, fx.ReductionOp.MAX)
             words = across_waves(mark)
             before, every = carry, carry
             for w in range_constexpr(NW):
@@ -142,8 +139,7 @@ def _groups_kernel(name: str):
             run_start = fx.max(mark, before)
             starts = change | (((r - run_start) & Int32(WAVES - 1)) == Int32(0))
             count = _group_at(r, n, srcs, max_seq_len, page_size)[3]
-            if row_in:
-                B.lds_store(lds, r * Int32(4), starts.select(count, Int32(0)), 1)
+            B.lds_store(lds, row_in.select(r * Int32(4), Int32(SPARE)), starts.select(count, Int32(0)), 1)
             carry = every
         gpu.barrier()
 
@@ -157,18 +153,20 @@ def _groups_kernel(name: str):
                 c = Int32(B.lds_load(lds, fx.min(r, n - Int32(1)) * Int32(4), 1))
                 c = (r < n).select(c, Int32(0))
                 part = part + _udiv(c + mid - Int32(1), mid)
-            total = _wave_sum64(Int64(part), lane)
-            bank = Int32(SUMS) + (Int32(it) & Int32(1)) * Int32(NW * 8)
-            if lane == Int32(0):
-                B.lds_store(lds, bank + wave * Int32(8), Int32(total), 1)
-                B.lds_store(lds, bank + wave * Int32(8) + Int32(4), Int32(total >> Int64(32)), 1)
+            # part < 2^27 (at most MAX_ROWS / GROUP_THREADS terms below 2^22): its 16-bit halves sum
+            # exactly in int32 over the wave and the waves, the total is rebuilt in int64
+            lo_w = fx.coop.warp_sum(part & Int32(0xFFFF))
+            hi_w = fx.coop.warp_sum(part >> Int32(16))
+            bank = Int32(SUMS) + (Int32(it) & Int32(1)) * Int32(NW * 8)     # two banks: one barrier a step
+            B.lds_store(lds, bank + wave * Int32(4), lo_w, 1)
+            B.lds_store(lds, bank + Int32(NW * 4) + wave * Int32(4), hi_w, 1)
             gpu.barrier()
-            cost = Int64(0)
+            sums = _words(lds, bank, 2 * NW)
+            lo_t, hi_t = Int32(0), Int32(0)
             for w in range_constexpr(NW):
-                lo_w = Int32(B.lds_load(lds, bank + Int32(8 * w), 1))
-                hi_w = Int32(B.lds_load(lds, bank + Int32(8 * w + 4), 1))
-                cost = cost + ((Int64(hi_w) << Int64(32)) | (Int64(lo_w) & Int64(0xFFFFFFFF)))
-            fits = cost <= Int64(slots)
+                lo_t = lo_t + sums[w]
+                hi_t = hi_t + sums[NW + w]
+            fits = (Int64(hi_t) << Int64(16)) + Int64(lo_t) <= Int64(slots)
             hi_s = fits.select(mid, hi_s)
             lo_s = fits.select(lo_s, mid + Int32(1))
         per_slot = hi_s
@@ -180,20 +178,21 @@ def _groups_kernel(name: str):
             row_in = r < n
             c = Int32(B.lds_load(lds, fx.min(r, n - Int32(1)) * Int32(4), 1))
             units = row_in.select(_udiv(c + per_slot - Int32(1), per_slot), Int32(0))
-            incl = _wave_scan(units, lane, lambda a, b: a + b)
+            incl = fx.coop.warp_inclusive_scan(units, fx.ReductionOp.ADD)
             words = across_waves(incl)
             before, every = done, done
             for w in range_constexpr(NW):
                 before = before + (Int32(w) < wave).select(words[w], Int32(0))
                 every = every + words[w]
-            if row_in:
-                B.lds_store(lds, r * Int32(4), before + incl, 1)
+            B.lds_store(lds, row_in.select(r * Int32(4), Int32(SPARE)), before + incl, 1)
             done = every
         gpu.barrier()
 
-        # 4. one slot per lane
+        # 4. one slot per lane: blocks holding a slice, then the idle rest (zeros only)
         top = fx.max(n - Int32(1), Int32(0))
-        for base in range(Int32(0), slots, Int32(GROUP_THREADS)):
+        busy = fx.max(fx.min(slots, ((done + Int32(GROUP_THREADS - 1)) >> Int32(GROUP_SHIFT)) << Int32(GROUP_SHIFT)),
+                      Int32(0))
+        for base in range(Int32(0), busy, Int32(GROUP_THREADS)):
             k = Int32(base) + tid
             lo_r, hi_r = Int32(0), n
             for it in range(Int32(0), row_rounds, Int32(1)):
@@ -210,13 +209,9 @@ def _groups_kernel(name: str):
             zero = Int32(0)
             fields = [f, n_rows, batch, chunk_lo + part * per_slot, fx.min(per_slot, n_chunks - part * per_slot),
                       last_page, zero, zero]
-            fields = [valid.select(v, zero) for v in fields]
-            here = fx.min(slots - Int32(base), Int32(GROUP_THREADS))
-            out_rs = B.buffer_rsrc(_bytes(cta_info), Int64(base) * Int64(CTA_INFO_INTS * 4),
-                                   Int64(here) * Int64(CTA_INFO_INTS * 4))
-            for h in range_constexpr(CTA_INFO_INTS // 4):
-                vec = fx.Vector.from_elements(fields[4 * h:4 * h + 4], Int32)
-                B.buffer_store(vec, out_rs, tid * Int32(CTA_INFO_INTS * 4) + Int32(16 * h))
+            _store_slots(cta_info, base, slots, tid, [valid.select(v, zero) for v in fields])
+        for base in range(busy, slots, Int32(GROUP_THREADS)):
+            _store_slots(cta_info, base, slots, tid, [Int32(0)] * CTA_INFO_INTS)
 
     return prefill_groups
 
@@ -261,10 +256,14 @@ def _convert_kernel(name: str):
     @flyc.kernel(name=name)
     def prefill_convert(cta_info: fx.Pointer, table: fx.Pointer, n_ctas: Int32, block_k: Int32, rows: Int32,
                         page_size: Int32, max_seq_len: Int32):
-        k = Int32(gpu.block_idx.x) * Int32(ELEM_THREADS) + Int32(gpu.thread_idx.x)
-        src = B.buffer_rsrc(_bytes(table), Int64(k) * Int64(ROW_INFO_INTS * 4),
-                            (k < n_ctas).select(Int32(ROW_INFO_INTS * 4), Int32(0)))
-        row, batch, start, count, ls, le = [_load(src, Int32(i)) for i in range_constexpr(ROW_INFO_INTS)]
+        # the workgroup's slots [first, first + here): resources rebased per workgroup (wave-uniform)
+        first_k = Int32(gpu.block_idx.x) * Int32(ELEM_THREADS)
+        tid = Int32(gpu.thread_idx.x)
+        here = fx.max(fx.min(n_ctas - first_k, Int32(ELEM_THREADS)), Int32(0))
+        src = B.buffer_rsrc(_bytes(table), Int64(first_k) * Int64(ROW_INFO_INTS * 4),
+                            Int64(here) * Int64(ROW_INFO_INTS * 4))
+        row, batch, start, count, ls, le = [_load(src, tid * Int32(ROW_INFO_INTS) + Int32(i))
+                                            for i in range_constexpr(ROW_INFO_INTS)]
         bk = Int64(block_k)
         lo = fx.max(Int64(start) * bk, Int64(fx.max(ls, Int32(0))))
         end = fx.min(le, max_seq_len)
@@ -276,10 +275,11 @@ def _convert_kernel(name: str):
         last_page = live.select(_udiv(end - Int32(1), page_size), Int32(0))
         zero = Int32(0)
         fields = [live.select(row, zero), Int32(1), live.select(batch, zero), first, chunks, last_page, zero, zero]
-        dst = B.buffer_rsrc(_bytes(cta_info), Int64(k) * Int64(CTA_INFO_INTS * 4),
-                            (k < n_ctas).select(Int32(CTA_INFO_INTS * 4), Int32(0)))
+        dst = B.buffer_rsrc(_bytes(cta_info), Int64(first_k) * Int64(CTA_INFO_INTS * 4),
+                            Int64(here) * Int64(CTA_INFO_INTS * 4))
         for h in range_constexpr(CTA_INFO_INTS // 4):
-            B.buffer_store(fx.Vector.from_elements(fields[4 * h:4 * h + 4], Int32), dst, Int32(16 * h))
+            B.buffer_store(fx.Vector.from_elements(fields[4 * h:4 * h + 4], Int32), dst,
+                           tid * Int32(CTA_INFO_INTS * 4) + Int32(16 * h))
 
     return prefill_convert
 
