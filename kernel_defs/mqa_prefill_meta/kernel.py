@@ -6,8 +6,9 @@ groups (one workgroup of GROUP_THREADS lanes, every scalar a runtime argument):
      ds_bpermute inside a wave, one LDS word per wave across waves, a scalar carried across blocks). A
      group's first row reads the (at most WAVES) rows of its group and keeps its chunk count in LDS;
      every other row keeps 0.
-  2. Chunks per slot: the reference's fixed-length binary search; each step sums ceil(count / s) over
-     the LDS array (int64 across lanes and waves, two banks so one barrier per step suffices).
+  2. Chunks per slot: a search of fixed length, FIT_POINTS candidates per step (the reference's binary
+     search finds the same smallest fit); a step sums ceil(count / s) over the LDS array per candidate
+     (exact across lanes and waves, two banks so one barrier per step suffices).
   3. The LDS array becomes the inclusive prefix sum of slices per row (same scans, carried across blocks).
   4. Slot pass, blocks of GROUP_THREADS slots: slot k finds the first row whose prefix exceeds k (a
      lower-bound search in LDS), re-reads that group's rows and writes its 8 ints; slots past the total
@@ -23,8 +24,8 @@ from flydsl.expr.typing import Int32, Int64, T
 
 from ..mqa_common import blocks as B
 from . import plan
-from .geometry import (CHUNK_TOKENS, CTA_INFO_INTS, ELEM_THREADS, GROUP_THREADS, MAX_ROWS, ROW_INFO_INTS, WAVE_SIZE,
-                       WAVES, group_lds_bytes)
+from .geometry import (CHUNK_TOKENS, CTA_INFO_INTS, ELEM_THREADS, FIT_POINTS, GROUP_THREADS, MAX_ROWS, ROW_INFO_INTS,
+                       WAVE_SIZE, WAVES, group_lds_bytes)
 
 _BIG = (1 << 31) - 1
 _CHUNK_SHIFT = CHUNK_TOKENS.bit_length() - 1
@@ -98,9 +99,11 @@ def _store_slots(cta_info, base, slots, tid, fields):
 
 def _groups_kernel(name: str):
     NW = GROUP_THREADS // WAVE_SIZE
+    assert NW == 16 and (2 * FIT_POINTS * NW) % WAVE_SIZE == 0     # the sums' rows of NW lanes
     SCAN = MAX_ROWS * 4                  # byte offsets of the cross-wave scratch in LDS
     SUMS = SCAN + NW * 4
-    SPARE = SUMS + 2 * NW * 8            # where lanes past the rows store (no branch around the stores)
+    SUM_BANK = 8 * FIT_POINTS * NW       # per bank: two int32 halves per point per wave
+    SPARE = SUMS + 2 * SUM_BANK          # where lanes past the rows store (no branch around the stores)
 
     @flyc.kernel(name=name)
     def prefill_groups(cta_info: fx.Pointer, row_to_batch: fx.Pointer, local_starts: fx.Pointer,
@@ -143,32 +146,44 @@ def _groups_kernel(name: str):
             carry = every
         gpu.barrier()
 
-        # 2. chunks per slot: smallest s in [1, s_max] whose slice count fits the slots
+        # 2. chunks per slot: the smallest s in [1, s_max] whose slice count fits the slots (s_max when
+        # none does). The answer stays in [lo_s, hi_s]; each step tests FIT_POINTS points that cut the
+        # range into FIT_POINTS + 1 parts (the slice count does not grow with s) and keeps the part
+        # holding the first point that fits.
         lo_s, hi_s = Int32(1), s_max
         for it in range(Int32(0), fit_rounds, Int32(1)):
-            mid = (lo_s + hi_s) >> Int32(1)
-            part = Int32(0)
+            span = hi_s - lo_s
+            pts = [lo_s + _udiv(span * Int32(j + 1), Int32(FIT_POINTS + 1)) for j in range_constexpr(FIT_POINTS)]
+            parts = [Int32(0)] * FIT_POINTS
             for base in range(Int32(0), n, Int32(GROUP_THREADS)):
                 r = Int32(base) + tid
                 c = Int32(B.lds_load(lds, fx.min(r, n - Int32(1)) * Int32(4), 1))
                 c = (r < n).select(c, Int32(0))
-                part = part + _udiv(c + mid - Int32(1), mid)
-            # part < 2^27 (at most MAX_ROWS / GROUP_THREADS terms below 2^22): its 16-bit halves sum
-            # exactly in int32 over the wave and the waves, the total is rebuilt in int64
-            lo_w = fx.coop.warp_sum(part & Int32(0xFFFF))
-            hi_w = fx.coop.warp_sum(part >> Int32(16))
-            bank = Int32(SUMS) + (Int32(it) & Int32(1)) * Int32(NW * 8)     # two banks: one barrier a step
-            B.lds_store(lds, bank + wave * Int32(4), lo_w, 1)
-            B.lds_store(lds, bank + Int32(NW * 4) + wave * Int32(4), hi_w, 1)
+                parts = [parts[j] + _udiv(c + pts[j] - Int32(1), pts[j]) for j in range_constexpr(FIT_POINTS)]
+            # a part is < 2^27 (at most MAX_ROWS / GROUP_THREADS terms below 2^22): its 16-bit halves
+            # sum exactly in int32 over the wave and the waves, the total is rebuilt in int64
+            bank = Int32(SUMS) + (Int32(it) & Int32(1)) * Int32(SUM_BANK)     # two banks: one barrier a step
+            for j in range_constexpr(FIT_POINTS):
+                B.lds_store(lds, bank + Int32(8 * j * NW) + wave * Int32(4), fx.coop.warp_sum(parts[j] & Int32(0xFFFF)), 1)
+                B.lds_store(lds, bank + Int32((8 * j + 4) * NW) + wave * Int32(4), fx.coop.warp_sum(parts[j] >> Int32(16)), 1)
             gpu.barrier()
-            sums = _words(lds, bank, 2 * NW)
-            lo_t, hi_t = Int32(0), Int32(0)
-            for w in range_constexpr(NW):
-                lo_t = lo_t + sums[w]
-                hi_t = hi_t + sums[NW + w]
-            fits = (Int64(hi_t) << Int64(16)) + Int64(lo_t) <= Int64(slots)
-            hi_s = fits.select(mid, hi_s)
-            lo_s = fits.select(lo_s, mid + Int32(1))
+            # lane l holds wave l % NW's word of one (point, half); a scan over each NW-lane row sums
+            # the waves, and its last lane is read out
+            halves = []
+            for q in range_constexpr(2 * FIT_POINTS * NW // WAVE_SIZE):
+                word = Int32(B.lds_load(lds, bank + (Int32(q * WAVE_SIZE) + lane) * Int32(4), 1))
+                rows_sum = fx.coop.warp_inclusive_scan(word, fx.ReductionOp.ADD, width=NW)
+                halves += [Int32(B.readlane(B.ir_of(rows_sum), B.ir_of(Int32(NW * g + NW - 1))))
+                           for g in range_constexpr(WAVE_SIZE // NW)]
+            below = [lo_s] + [pts[j] + Int32(1) for j in range_constexpr(FIT_POINTS)]   # part j is [below[j], pts[j]]
+            new_lo, new_hi = below[FIT_POINTS], hi_s
+            for j in range_constexpr(FIT_POINTS - 1, -1, -1):
+                fits = (Int64(halves[2 * j + 1]) << Int64(16)) + Int64(halves[2 * j]) <= Int64(slots)
+                new_lo = fits.select(below[j], new_lo)
+                new_hi = fits.select(pts[j], new_hi)
+            open_ = lo_s < hi_s
+            lo_s = open_.select(new_lo, lo_s)
+            hi_s = open_.select(new_hi, hi_s)
         per_slot = hi_s
 
         # 3. inclusive prefix sum of slices per row, in place
