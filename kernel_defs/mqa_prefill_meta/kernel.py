@@ -2,8 +2,8 @@
 
 groups (one workgroup of GROUP_THREADS lanes, every scalar a runtime argument):
   1. Row pass, blocks of GROUP_THREADS rows: a row starts a group at a batch change or every WAVES rows
-     of a run; the run start is an inclusive max-scan of batch-change positions (lane shifts through
-     ds_bpermute inside a wave, one LDS word per wave across waves, a scalar carried across blocks). A
+     of a run; the run start is an inclusive max-scan of batch-change positions (DPP inside a wave,
+     one LDS word per wave across waves, a scalar carried across blocks). A
      group's first row reads the (at most WAVES) rows of its group and keeps its chunk count in LDS;
      every other row keeps 0.
   2. Chunks per slot: a search of fixed length, FIT_POINTS candidates per step (the reference's binary
