@@ -186,3 +186,31 @@ def test_convert_matches_reference(seed):
     want = R.from_row_schedule(table, n_ctas, block_k=block_k, rows=rows, page_size=page, max_seq_len=max_seq_len)
     assert info.shape == (n_ctas, CTA_INFO_INTS) and torch.equal(info, want)
 
+
+
+# ------------------------------------------------------------------------------------------ via the ops
+
+@pytest.fixture
+def launches(monkeypatch):
+    """The plans each op launches, run for real (on the emulator)."""
+    seen, real = [], runtime.launch
+
+    def record(plan, stream=None):
+        seen.append(plan)
+        real(plan, stream=stream)
+    monkeypatch.setattr(runtime, "launch", record)
+    return seen
+
+
+def test_ops_build_each_table_with_one_launch(launches):
+    from flyaot.ops import compute_prefill_schedule, compute_varqlen_windows
+    cu, ctx = i32([0, 3, 3, 9]), i32([700, 5, 1500])
+    bufs = tuple(torch.full((11,), 7, dtype=torch.int32) for _ in range(3))
+    got = compute_varqlen_windows(cu, ctx, 11, out=bufs)
+    assert all(g is b for g, b in zip(got, bufs))
+    assert all(torch.equal(g, w) for g, w in zip(got, R.varqlen_windows(cu, ctx, 11)))
+    info_out = torch.full((40, CTA_INFO_INTS), 5, dtype=torch.int32)
+    info, n = compute_prefill_schedule(*got, page_size=64, max_seq_len=1500, cta_info_out=info_out)
+    assert info is info_out and n == 40
+    assert torch.equal(info, R.build_schedule(*got, page_size=64, max_seq_len=1500, slots=40))
+    assert [p.params["layout"] for p in launches] == ["windows", "groups"]
