@@ -6,8 +6,9 @@ and the host time of one eager op call with the kernel launch replaced by a no-o
 Device ops are counted with a TorchDispatchMode around each builder and around the op's plan (the
 whole op body but the launch, which adds one kernel): every aten op but views and allocations is one
 device kernel on a GPU, and so is every flyaot kernel launch (counted with the launch a no-op: the
-metadata kernels of the prefill schedule and windows). Host times are the best of `runs` loops of `n` calls, printed as a ratio to one
-native torch op (`x.add_(1)` on a 16-element tensor of the same device) measured in the same run.
+metadata kernels of the prefill schedule and windows). Host times are the best of `runs` loops of `n`
+calls, printed as a ratio to one native torch op (`x.add_(1)` on a 16-element tensor of the same
+device) measured in the same run.
 """
 import argparse
 import os

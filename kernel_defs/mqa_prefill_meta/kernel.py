@@ -19,7 +19,7 @@ the inputs can move no access outside them; LDS indices are clamped to the rows 
 """
 import flydsl.compiler as flyc
 import flydsl.expr as fx
-from flydsl.expr import gpu, range_constexpr, rocdl
+from flydsl.expr import gpu, range_constexpr
 from flydsl.expr.typing import Int32, Int64, T
 
 from ..mqa_common import blocks as B
@@ -118,7 +118,8 @@ def _groups_kernel(name: str):
 
         def across_waves(value):
             """Every wave's last-lane `value`, through one LDS word per wave."""
-            B.lds_store(lds, Int32(SCAN) + wave * Int32(4), B.readlane(B.ir_of(value), B.ir_of(Int32(WAVE_SIZE - 1))), 1)
+            last = B.readlane(B.ir_of(value), B.ir_of(Int32(WAVE_SIZE - 1)))
+            B.lds_store(lds, Int32(SCAN) + wave * Int32(4), last, 1)
             gpu.barrier()
             words = _words(lds, SCAN, NW)
             gpu.barrier()                # the words are read before the next block writes them
@@ -164,8 +165,9 @@ def _groups_kernel(name: str):
             # sum exactly in int32 over the wave and the waves, the total is rebuilt in int64
             bank = Int32(SUMS) + (Int32(it) & Int32(1)) * Int32(SUM_BANK)     # two banks: one barrier a step
             for j in range_constexpr(FIT_POINTS):
-                B.lds_store(lds, bank + Int32(8 * j * NW) + wave * Int32(4), fx.coop.warp_sum(parts[j] & Int32(0xFFFF)), 1)
-                B.lds_store(lds, bank + Int32((8 * j + 4) * NW) + wave * Int32(4), fx.coop.warp_sum(parts[j] >> Int32(16)), 1)
+                for half, value in ((0, parts[j] & Int32(0xFFFF)), (1, parts[j] >> Int32(16))):
+                    B.lds_store(lds, bank + Int32(4 * (2 * j + half) * NW) + wave * Int32(4),
+                                fx.coop.warp_sum(value), 1)
             gpu.barrier()
             # lane l holds wave l % NW's word of one (point, half); a scan over each NW-lane row sums
             # the waves, and its last lane is read out
