@@ -29,8 +29,10 @@ from flyaot.kernel_defs.mqa_common import layouts  # noqa: E402
 from flyaot.kernel_defs.mqa_decode import plan as decode_plan  # noqa: E402
 from flyaot.kernel_defs.mqa_runs_schedule.reference import varctx_reference  # noqa: E402
 from flyaot.kernel_defs.mqa_prefill import plan as prefill_plan  # noqa: E402
-from flyaot.kernel_defs.mqa_prefill import schedule as prefill_schedule  # noqa: E402
+from flyaot.kernel_defs.mqa_prefill_meta import plan as prefill_meta_plan  # noqa: E402
+from flyaot.kernel_defs.mqa_prefill_meta import reference as prefill_meta_reference  # noqa: E402
 from flyaot.ops import gemm_a16wfp4, pa_mqa_logits_fp4, pa_mqa_logits_fp4_prefill, prepare_mxfp4_weight  # noqa: E402
+from flyaot.ops import compute_prefill_schedule, compute_varqlen_windows  # noqa: E402
 
 NO_KERNEL = {"empty", "empty_strided", "empty_like", "detach", "lift_fresh", "alias", "_local_scalar_dense"}
 
@@ -115,24 +117,25 @@ def main():
     decode, prefill, windows, (x, weight) = problems(dev)
     msl, rows = 1024, prefill[0].shape[0]
     ctx = decode[-1]
-    info8 = prefill_schedule.build_schedule(*windows, page_size=64, max_seq_len=msl,
-                                            slots=prefill_plan.default_slots(rows))
+    info8 = prefill_meta_reference.build_schedule(*windows, page_size=64, max_seq_len=msl,
+                                                  slots=prefill_plan.default_slots(rows))
     _, info6, units = aiter.compute_prefill_schedule(*windows, 256, max(512, rows), msl)
+    cu = torch.tensor([0, 32, 64], dtype=torch.int32, device=dev)
+    cl = torch.tensor([900, 500], dtype=torch.int32, device=dev)
     dinfo, _ = varctx_reference(ctx, 256, 16, msl, 1)
     out_d = torch.full((4, msl), float("-inf"), device=dev)
     out_p = torch.full((rows, msl), float("-inf"), device=dev)
 
     builders = {
         "decode compute_varctx_schedule": lambda: aiter.compute_varctx_schedule(ctx, 256, 16, msl),
-        "prefill build_schedule (grouped, 8-int)": lambda: prefill_schedule.build_schedule(
-            *windows, page_size=64, max_seq_len=msl, slots=prefill_plan.default_slots(rows)),
+        # the ops' bodies (__wrapped__): under a dispatch mode the public ops are one custom op each
+        "prefill compute_prefill_schedule (grouped, 8-int)": lambda: compute_prefill_schedule.__wrapped__(
+            *windows, page_size=64, max_seq_len=msl),
         "prefill compute_prefill_schedule (aiter 6-int)": lambda: aiter.compute_prefill_schedule(
             *windows, 256, units, msl),
-        "prefill from_row_schedule (6 -> 8 int)": lambda: prefill_schedule.from_row_schedule(
+        "prefill 6 -> 8 int table conversion": lambda: prefill_meta_plan.convert(
             info6, units, block_k=256, rows=rows, page_size=64, max_seq_len=msl),
-        "varqlen_windows": lambda: prefill_schedule.varqlen_windows(
-            torch.tensor([0, 32, 64], dtype=torch.int32, device=dev), torch.tensor([900, 500], dtype=torch.int32,
-                                                                                    device=dev), rows),
+        "compute_varqlen_windows": lambda: compute_varqlen_windows.__wrapped__(cu, cl, rows),
     }
     calls = {
         "decode, SGLang eager (direct kernel)": (

@@ -60,10 +60,7 @@ def pa_mqa_logits_fp4(q_fp4: torch.Tensor, q_scale: torch.Tensor, kv_cache: torc
                                 kv_block_size=kv_block_size, num_warps=num_warps,
                                 parallel_unit_num=parallel_unit_num, out=out, cta_info=cta_info,
                                 total_ctas=total_ctas, check_values=runtime.runtime().config.check)
-        if len(plans) == 1:
-            runtime.launch(plans[0], stream=stream)
-        elif plans:                   # the internal schedule, then the staged kernel, on one stream
-            runtime.launch_all(plans, stream=stream)
+        runtime.launch_all(plans, stream=stream)      # the internal schedule (if any), then the kernel
     return out
 
 

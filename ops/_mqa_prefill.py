@@ -4,7 +4,8 @@
 the output filled with -inf; a given `out` is filled with -inf when the schedule is built here; with
 an external schedule (`cta_info` + `n_ctas`, built once with `compute_prefill_schedule`) the caller
 pre-fills `out` (the graph-replay pattern: the fill stays outside the captured kernel) and the call
-allocates nothing. Schedules and windows are built on the tensors' device without a host sync.
+allocates nothing. Schedules and windows are built on the tensors' device without a host sync, each
+by one kernel launch (the mqa_prefill_meta family) on the current stream, ahead of the op's own.
 """
 from typing import Optional, Tuple
 
@@ -13,8 +14,8 @@ import torch
 from .. import runtime
 from ..kernel_defs import checks
 from ..kernel_defs.mqa_prefill import plan as _plan
-from ..kernel_defs.mqa_prefill import schedule as _schedule
 from ..kernel_defs.mqa_prefill.geometry import CTA_INFO_INTS
+from ..kernel_defs.mqa_prefill_meta import plan as _meta
 from ..kernel_defs.validate import check_int, check_no_overlap, check_tensor
 from ._torch_ops import on_stream, traced_op
 
@@ -47,7 +48,7 @@ def compute_prefill_schedule(row_to_batch: torch.Tensor, local_starts: torch.Ten
     _plan.check_windows(rows, local_ends, row_to_batch=row_to_batch, local_starts=local_starts,
                         local_ends=local_ends)
     check_int("page_size", page_size, lo=1)
-    check_int("max_seq_len", max_seq_len, lo=0)
+    check_int("max_seq_len", max_seq_len, lo=0, hi=(1 << 30) - 1)
     slots = cta_info_out.shape[0] if cta_info_out is not None else (
         parallel_unit_num if parallel_unit_num is not None else _plan.default_slots(rows))
     check_int("parallel_unit_num", slots, lo=max(rows, 1))
@@ -58,8 +59,11 @@ def compute_prefill_schedule(row_to_batch: torch.Tensor, local_starts: torch.Ten
         if cta_info_out.shape[1] != CTA_INFO_INTS:
             raise ValueError(f"cta_info_out: this builder writes {CTA_INFO_INTS} int32 per slot, got shape "
                              f"{tuple(cta_info_out.shape)}")
-    info = _schedule.build_schedule(row_to_batch, local_starts, local_ends, page_size=page_size,
-                                    max_seq_len=max_seq_len, slots=slots, out=cta_info_out)
+    info = cta_info_out if cta_info_out is not None else torch.empty(
+        (slots, CTA_INFO_INTS), dtype=torch.int32, device=local_ends.device)
+    plan = _meta.groups(row_to_batch, local_starts, local_ends, info, page_size=page_size, max_seq_len=max_seq_len)
+    if plan is not None:
+        runtime.launch(plan)
     return info, slots
 
 
@@ -90,13 +94,11 @@ def compute_varqlen_windows(cu_seq_q: torch.Tensor, context_lens: torch.Tensor, 
             inputs[name] = t
     if runtime.runtime().config.check:
         checks.varqlen_values(cu_seq_q=cu_seq_q, context_lens=context_lens, total_q=total_q)
-    if context_lens.shape[0] == 0:       # no batch: every row is padding with an empty window
-        if out is None:
-            out = tuple(torch.empty(total_q, dtype=torch.int32, device=context_lens.device) for _ in range(3))
-        for t in out:
-            t.zero_()
-        return tuple(out)
-    return _schedule.varqlen_windows(cu_seq_q, context_lens, total_q, out=out)
+    if out is None:
+        out = tuple(torch.empty(total_q, dtype=torch.int32, device=context_lens.device) for _ in range(3))
+    if total_q:
+        runtime.launch(_meta.windows(cu_seq_q, context_lens, out))
+    return tuple(out)
 
 
 def _prefill_fake(q_fp4, max_seq_len, **_):
@@ -127,13 +129,12 @@ def pa_mqa_logits_fp4_prefill(q_fp4: torch.Tensor, q_scale: torch.Tensor, kv_cac
     inside the block table, table entries, cta_info) are validated only in checked mode (FLYAOT_CHECK=1,
     one host sync, not under graph capture)."""
     with on_stream(stream):
-        out, plan = _plan.plan_call(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, row_to_batch,
-                                    local_starts, local_ends, max_seq_len, weight_scale=weight_scale, block_k=block_k,
-                                    kv_block_size=kv_block_size, num_warps=num_warps,
-                                    parallel_unit_num=parallel_unit_num, out=out, cta_info=cta_info, n_ctas=n_ctas,
-                                    check_values=runtime.runtime().config.check)
-        if plan is not None:
-            runtime.launch(plan, stream=stream)
+        out, plans = _plan.plan_call(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, row_to_batch,
+                                     local_starts, local_ends, max_seq_len, weight_scale=weight_scale,
+                                     block_k=block_k, kv_block_size=kv_block_size, num_warps=num_warps,
+                                     parallel_unit_num=parallel_unit_num, out=out, cta_info=cta_info,
+                                     n_ctas=n_ctas, check_values=runtime.runtime().config.check)
+        runtime.launch_all(plans, stream=stream)      # the metadata kernel (if any), then the kernel
     return out
 
 

@@ -33,7 +33,8 @@ def launch_all(plans, *, stream=None) -> None:
     """Launch LaunchPlans in order on one stream, once every one of them has its code object: a missing
     one fails before the first launch, and every miss is recorded (FLYAOT_RECORD_MISSES), not only the
     first."""
-    (_runtime or runtime()).resolve(plans)
+    if len(plans) > 1:              # one plan: its own lookup already fails before anything runs
+        (_runtime or runtime()).resolve(plans)
     for plan in plans:
         launch(plan, stream=stream)
 

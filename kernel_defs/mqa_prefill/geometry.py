@@ -7,15 +7,13 @@ from dataclasses import dataclass
 
 from ... import targets
 from ..mqa_common import layouts
+from ..mqa_common.prefill_table import CHUNK_TOKENS, CTA_INFO_INTS, WAVES  # noqa: F401  (re-exported)
 
-CHUNK_TOKENS = 256        # tokens staged in LDS per step (4 pages at P=64, 2 at P=128)
-WAVES = 4                 # one query row per wave, four rows per CTA
 WAVE_SIZE = targets.get(targets.DEFAULT_TARGET).warp_size   # the lane layouts below assume 64
 THREADS = WAVES * WAVE_SIZE
 MFMA_M = 32               # v_mfma_scale_f32_32x32x64_f8f6f4: 32 heads x 32 tokens x 64 dims
 MFMA_N = 32
 MFMA_K = 64
-CTA_INFO_INTS = 8         # int32 fields per schedule slot (see schedule.py)
 
 
 def spec_params(heads: int, head_dim: int, page_size: int) -> dict:

@@ -18,7 +18,7 @@ window end) and an out-of-range offset below the window start, never a branch pe
 Design decisions (docs/families/mqa_prefill.md#decisions):
 - Schedule: row groups are maximal runs of consecutive rows with equal `row_to_batch`, cut every
   four rows; a group's chunks are those of the union of its rows' windows, split into equal slices
-  over a fixed number of schedule slots (schedule.py). cta_info is int32 [slots, 8]:
+  over a fixed number of schedule slots (the mqa_prefill_meta family). cta_info is int32 [slots, 8]:
   (first_row, n_rows, batch, chunk_start, chunk_count, last_page, 0, 0); chunk_count 0 = idle slot.
   Pages are read only up to `last_page` (the union window's last page, further clamped to the block
   table width), so table entries past a sequence's end are never dereferenced. A logical page past

@@ -8,8 +8,9 @@ page size, its 16-token tiles a multiple of num_warps) and are hints: the one pr
 CHUNK_TOKENS tokens over WAVES waves whatever they say. parallel_unit_num is a hint too: the internal
 schedule uses max(parallel_unit_num, default_slots(rows)) slots, never fewer than the op would pick.
 Binding: an external schedule. Its width says its format: CTA_INFO_INTS columns is this kernel's table
-(compute_prefill_schedule), schedule.ROW_INFO_INTS columns the one-row-per-CTA table of serving engines,
-whose chunks are block_k tokens; that one is converted on the device (schedule.from_row_schedule).
+(compute_prefill_schedule), ROW_INFO_INTS columns the one-row-per-CTA table of serving engines, whose
+chunks are block_k tokens; that one is converted on the device. The internal schedule and the
+conversion are one launch each of the mqa_prefill_meta family, ahead of the prefill kernel's launch.
 """
 import functools
 
@@ -18,8 +19,10 @@ import torch
 from .. import validate as V
 from ..mqa_common.inputs import DWORD_ALIGN, HEAD_DIMS, HEADS, PAGE_SIZES, VALUE_ALIGN, check_kv_pages
 from ..mqa_common.layouts import k_tiles, qs_pad
+from ..mqa_common.prefill_table import ROW_INFO_INTS
+from ..mqa_prefill_meta import plan as meta
+from ..mqa_prefill_meta import reference as meta_reference
 from ..registry import LaunchPlan
-from . import schedule as S
 from .geometry import CTA_INFO_INTS, THREADS, Geometry, spec_params
 
 MIN_SLOTS = 2048          # default schedule slots: about 8 CTAs per CU on a 256-CU MI355X
@@ -103,7 +106,7 @@ def check_schedule(cta_info, rows: int, device, n_ctas=None) -> int:
     width = cta_info.shape[1]
     slots = cta_info.shape[0]
     V.check_int("cta_info.shape[0]", slots, lo=0, hi=(1 << 31) - 1)
-    if width == S.ROW_INFO_INTS:
+    if width == ROW_INFO_INTS:
         if n_ctas is not None:
             V.check_int("n_ctas", n_ctas, lo=1, hi=slots)
         return width
@@ -143,10 +146,12 @@ def _family():
 def plan_call(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, row_to_batch, local_starts, local_ends,
               max_seq_len, *, weight_scale, block_k, kv_block_size, num_warps, parallel_unit_num, out, cta_info,
               n_ctas, check_values: bool = False):
-    """The whole decision of one prefill call: (out, plan), plan None when there is nothing to compute.
-    Checks, fills `out` with -inf unless an external schedule is given with it, builds the internal
-    schedule or converts a one-row-per-CTA table (device torch ops, no host sync). `check_values`
-    validates index values with a host sync (checked mode)."""
+    """The whole decision of one prefill call: (out, plans), the launches to run in order on one stream
+    (none when there is nothing to compute): the metadata kernel that builds the internal schedule or
+    converts a one-row-per-CTA table, if any, then the prefill kernel. Checks, and fills `out` with -inf
+    unless an external schedule is given with it. `check_values` validates index values with a host
+    sync (checked mode); an external table is checked in this kernel's format, after conversion (the
+    reference conversion, which the conversion kernel matches bit for bit)."""
     from .. import checks
     params = check_inputs(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, max_seq_len)
     rows = q_fp4.shape[0]
@@ -168,20 +173,25 @@ def plan_call(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, row_to_
         if cta_info is None:
             out.fill_(float("-inf"))
     if rows == 0 or max_seq_len == 0 or block_tables.shape[0] == 0:     # no batch: no row sees a token
-        return out, None
-    external = cta_info is not None
+        return out, ()
+    checked = cta_info
+    first = None
     if cta_info is None:
         slots = max(parallel_unit_num or 0, default_slots(rows))
-        cta_info = S.build_schedule(row_to_batch, local_starts, local_ends, page_size=page,
-                                    max_seq_len=max_seq_len, slots=slots)
-    elif width == S.ROW_INFO_INTS:
-        cta_info = S.from_row_schedule(cta_info, n_ctas, block_k=block_k, rows=rows, page_size=page,
+        cta_info = torch.empty(slots, CTA_INFO_INTS, dtype=torch.int32, device=q_fp4.device)
+        first = meta.groups(row_to_batch, local_starts, local_ends, cta_info, page_size=page, max_seq_len=max_seq_len)
+    elif width == ROW_INFO_INTS:
+        table = cta_info
+        cta_info, first = meta.convert(table, n_ctas, block_k=block_k, rows=rows, page_size=page,
                                        max_seq_len=max_seq_len)
-    if check_values:          # an external table is checked in this kernel's format, after conversion
+        if check_values:
+            checked = meta_reference.from_row_schedule(table, n_ctas, block_k=block_k, rows=rows, page_size=page,
+                                                       max_seq_len=max_seq_len)
+    if check_values:
         checks.prefill_values(block_tables=block_tables, num_pages=kv_cache.shape[0], page_size=page,
                               row_to_batch=row_to_batch, local_starts=local_starts, local_ends=local_ends,
-                              max_seq_len=max_seq_len, cta_info=cta_info if external else None)
-    return out, make_plan(params, q_fp4=q_fp4, q_scale=q_scale, kv_cache=kv_cache, kv_scale=kv_scale,
-                          block_tables=block_tables, weights=weights, local_starts=local_starts,
-                          local_ends=local_ends, cta_info=cta_info, out=out, max_seq_len=max_seq_len,
-                          weight_scale=weight_scale)
+                              max_seq_len=max_seq_len, cta_info=checked)
+    main = make_plan(params, q_fp4=q_fp4, q_scale=q_scale, kv_cache=kv_cache, kv_scale=kv_scale,
+                     block_tables=block_tables, weights=weights, local_starts=local_starts, local_ends=local_ends,
+                     cta_info=cta_info, out=out, max_seq_len=max_seq_len, weight_scale=weight_scale)
+    return out, (main,) if first is None else (first, main)

@@ -5,7 +5,7 @@ L[r, t] = -inf                                                                 e
 A window token whose page is invalid (past the table's width, an entry outside kv_cache, or a row whose
 batch is not a row of block_tables) is -inf too.
 Columns are sequence-local token indices of the row's own batch. Written from the formula with the
-shared dequantizers of mqa_common (independent of the kernel and of schedule.py).
+shared dequantizers of mqa_common (independent of the kernel and of the metadata builders).
 """
 from dataclasses import dataclass
 

@@ -1,108 +1,16 @@
-"""Device-side metadata of the prefill kernel, built with fixed-shape torch ops: no host sync, no
-data-dependent shapes, so both builders can run inside a CUDA/HIP graph capture.
-
-- `varqlen_windows`: per packed query row (batch, window start, window end) from cu_seq_q and
-  context_lens (docs/families/mqa_prefill.md#operation): row n of batch b sees t <= ctx_b - qlen_b + n; rows at or
-  past cu[B] (graph padding) get an empty window.
-- `build_schedule`: the row groups and the per-CTA work list (cta_info, int32 [slots, 8]):
-  (first_row, n_rows, batch, chunk_start, chunk_count, last_page, 0, 0).
-  A row group is a maximal run of consecutive rows with the same batch, cut every four rows (one
-  row per wave, never two batches in one CTA). Its chunks are the CHUNK_TOKENS-token chunks of the
-  union of its rows' non-empty windows (clamped to [0, max_seq_len)); groups whose windows are all
-  empty get no work. Every group's chunk range is cut into slices of `per_slot` chunks, the smallest
-  value whose slice count fits into `slots` (found by a fixed-length binary search); slice k of the
-  flattened list goes to slot k, the remaining slots get chunk_count 0 and exit at once.
-  With slots >= rows a fit always exists (there are at most `rows` groups).
+"""The one-row-per-CTA table serving engines build for upstream's prefill kernel, built with fixed-shape
+torch ops (no host sync, no data-dependent shapes: graph-capturable). The prefill kernel's own metadata
+(grouped schedule, varqlen windows, conversion of this table) is built by kernel_defs/mqa_prefill_meta.
 """
 import torch
 
+from ..mqa_common.prefill_table import ROW_INFO_INTS  # noqa: F401  (the table's width)
 from ..mqa_common.schedule import smallest_fit
-from .geometry import CHUNK_TOKENS, CTA_INFO_INTS, WAVES
-
-_BIG = (1 << 31) - 1
-
-
-def varqlen_windows(cu_seq_q: torch.Tensor, context_lens: torch.Tensor, rows: int, *, out=None):
-    """(row_to_batch, local_starts, local_ends), int32 [rows] each, written into `out` if given."""
-    dev = context_lens.device
-    cu = cu_seq_q.to(device=dev, dtype=torch.int64)
-    ctx = context_lens.to(torch.int64)
-    n_batch = ctx.shape[0]
-    r = torch.arange(rows, device=dev, dtype=torch.int64)
-    b = torch.searchsorted(cu[1:].contiguous(), r, right=True).clamp_(max=n_batch - 1)
-    start = cu[b]
-    qlen = cu[b + 1] - start
-    le = (ctx[b] - qlen + (r - start) + 1).clamp_(min=0)
-    le = torch.where(r < cu[n_batch], le, torch.zeros_like(le))
-    if out is None:
-        out = tuple(torch.empty(rows, dtype=torch.int32, device=dev) for _ in range(3))
-    row_to_batch, local_starts, local_ends = out
-    row_to_batch.copy_(b)
-    local_starts.zero_()
-    local_ends.copy_(le)
-    return row_to_batch, local_starts, local_ends
-
-
-def _row_groups(rb: torch.Tensor):
-    """Group index of every row: a new group starts at a batch change and every WAVES rows of a run."""
-    rows = rb.shape[0]
-    r = torch.arange(rows, device=rb.device, dtype=torch.int64)
-    boundary = torch.ones(rows, dtype=torch.bool, device=rb.device)
-    boundary[1:] = rb[1:] != rb[:-1]
-    run_start = torch.cummax(torch.where(boundary, r, torch.zeros_like(r)), dim=0).values
-    starts = boundary | ((r - run_start) % WAVES == 0)
-    return r, torch.cumsum(starts.to(torch.int64), dim=0) - 1
-
-
-def build_schedule(row_to_batch, local_starts, local_ends, *, page_size: int, max_seq_len: int,
-                   slots: int, out: torch.Tensor = None) -> torch.Tensor:
-    """cta_info int32 [slots, CTA_INFO_INTS] (see module doc); `out` is filled in place when given."""
-    dev = local_ends.device
-    rb = row_to_batch.to(torch.int64)
-    rows = rb.shape[0]
-    ls = local_starts.to(torch.int64).clamp(min=0)
-    le = local_ends.to(torch.int64).clamp(max=max_seq_len)
-    live = le > ls
-    r, gid = _row_groups(rb)
-
-    first = torch.full((rows,), _BIG, dtype=torch.int64, device=dev).scatter_reduce_(0, gid, r, "amin")
-    n_rows = torch.zeros(rows, dtype=torch.int64, device=dev).scatter_add_(0, gid, torch.ones_like(r))
-    lo = torch.full((rows,), _BIG, dtype=torch.int64, device=dev).scatter_reduce_(
-        0, gid, torch.where(live, ls, torch.full_like(ls, _BIG)), "amin")
-    hi = torch.zeros(rows, dtype=torch.int64, device=dev).scatter_reduce_(
-        0, gid, torch.where(live, le, torch.zeros_like(le)), "amax")
-    has_work = hi > 0
-    chunk_lo = torch.where(has_work, lo // CHUNK_TOKENS, torch.zeros_like(lo))
-    n_chunks = torch.where(has_work, (hi + CHUNK_TOKENS - 1) // CHUNK_TOKENS - chunk_lo, torch.zeros_like(hi))
-    last_page = ((hi + page_size - 1) // page_size - 1).clamp(min=0)
-    batch = rb[first.clamp(max=rows - 1)]
-
-    s_max = max(1, -(-max_seq_len // CHUNK_TOKENS))
-    per_slot = smallest_fit(lambda s: ((n_chunks + s - 1) // s).sum(), slots, s_max, dev)
-    units = (n_chunks + per_slot - 1) // per_slot
-    incl = torch.cumsum(units, dim=0)
-    excl = incl - units
-
-    k = torch.arange(slots, device=dev, dtype=torch.int64)
-    g = torch.searchsorted(incl, k, right=True).clamp_(max=rows - 1)
-    valid = k < incl[-1]
-    part = k - excl[g]
-    start = chunk_lo[g] + part * per_slot
-    count = torch.minimum(per_slot, n_chunks[g] - part * per_slot)
-    zero = torch.zeros_like(k)
-    fields = [first[g], n_rows[g], batch[g], start, count, last_page[g], zero, zero]
-    info = torch.stack([torch.where(valid, f, zero) for f in fields], dim=1)
-    if out is None:
-        out = torch.empty(slots, CTA_INFO_INTS, dtype=torch.int32, device=dev)
-    out.copy_(info)
-    return out
-
 
 # ------------------------------------------------------------------------------- one-row-per-CTA tables
 # The table format serving engines build for upstream's prefill kernel: int32 [slots, ROW_INFO_INTS] =
 # (row, batch, chunk_start, chunk_count, local_start, local_end), chunks of `block_k` tokens counted from
 # token 0, one query row per CTA. Idle slots hold (0, 0, 0, 1, 0, 0): an empty window.
-ROW_INFO_INTS = 6
 
 
 def build_row_schedule(row_to_batch, local_starts, local_ends, *, block_k: int, slots: int, max_seq_len: int,
@@ -136,25 +44,3 @@ def build_row_schedule(row_to_batch, local_starts, local_ends, *, block_k: int, 
         out = torch.empty(slots, ROW_INFO_INTS, dtype=torch.int32, device=dev)
     out.copy_(info)
     return safe.reshape(1).to(torch.int32), out
-
-
-def from_row_schedule(table: torch.Tensor, n_ctas: int, *, block_k: int, rows: int, page_size: int,
-                      max_seq_len: int) -> torch.Tensor:
-    """The kernel's table (int32 [n_ctas, CTA_INFO_INTS]) for the first n_ctas slots of a one-row-per-CTA
-    table, on the device, graph-safe (fixed shapes, no host read). Each slot keeps its row as a
-    one-row group over the CHUNK_TOKENS chunks that cover its block_k-token run clipped to its window
-    (with block_k < CHUNK_TOKENS two slots may cover one chunk; both store the same logits). Slots whose
-    run misses the window, or whose row is outside [0, rows), are idle. The kernel reads the row's
-    window from local_starts / local_ends, which the table's window fields repeat."""
-    t = table[:n_ctas].to(torch.int64)
-    row, batch, start, count, ls, le = t.unbind(1)
-    lo = torch.maximum(start * block_k, ls.clamp(min=0))
-    hi = torch.minimum((start + count) * block_k, le.clamp(max=max_seq_len))
-    live = (hi > lo) & (row >= 0) & (row < rows)
-    first = torch.where(live, lo // CHUNK_TOKENS, 0)
-    n = torch.where(live, (hi + CHUNK_TOKENS - 1) // CHUNK_TOKENS - first, 0)
-    last_page = ((le.clamp(max=max_seq_len) + page_size - 1) // page_size - 1).clamp(min=0)
-    zero = torch.zeros_like(row)
-    fields = (torch.where(live, row, zero), torch.ones_like(row), torch.where(live, batch, zero), first, n,
-              torch.where(live, last_page, zero), zero, zero)
-    return torch.stack(fields, dim=1).to(torch.int32)

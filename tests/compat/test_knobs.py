@@ -35,8 +35,8 @@ def _launched(monkeypatch, fn, *args, **kw):
 
 
 def _planned(monkeypatch, fn, *args, **kw):
-    (plan,) = _launched(monkeypatch, fn, *args, **kw)
-    return plan
+    """The op's own kernel: the last launch (a schedule or metadata kernel it needs comes first)."""
+    return _launched(monkeypatch, fn, *args, **kw)[-1]
 
 
 def _kernel(plan):

@@ -1,4 +1,4 @@
-"""Prefill metadata (no kernel launch): the device-side window builder against the row-by-row rule, the
+"""Prefill metadata rules (no kernel launch): the torch window builder against the row-by-row rule, the
 row-group schedule against what the kernel must cover, the spec set and the host-side checks."""
 import random
 
@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from flyaot.kernel_defs.mqa_prefill import reference as R
-from flyaot.kernel_defs.mqa_prefill import schedule as S
+from flyaot.kernel_defs.mqa_prefill_meta import reference as S
 from flyaot.kernel_defs.mqa_prefill import plan, specs
 from flyaot.kernel_defs.mqa_prefill.geometry import CHUNK_TOKENS, CTA_INFO_INTS, WAVES, Geometry
 from flyaot.ops import pa_mqa_logits_fp4_prefill, pa_mqa_logits_fp4_varqlen

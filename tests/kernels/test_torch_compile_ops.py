@@ -17,6 +17,7 @@ from flyaot import runtime
 from flyaot.kernel_defs.gemm_a16wfp4.reference import gemm_reference, random_weight
 from flyaot.kernel_defs.mqa_decode.reference import pa_mqa_logits_reference
 from flyaot.kernel_defs.mqa_decode.schedule import build_schedule
+from flyaot.kernel_defs.mqa_prefill_meta import reference as meta_reference
 from flyaot.ops import (gemm_a16wfp4, pa_mqa_logits_fp4, pa_mqa_logits_fp4_prefill, pa_mqa_logits_fp4_varqlen,
                         prepare_mxfp4_weight)
 from flyaot.ops import compute_prefill_schedule, compute_varqlen_windows
@@ -68,14 +69,27 @@ def _launch_prefill():
     return pa_mqa_logits_fp4_varqlen(*dev, case.max_seq_len, cu_seq_q=CU, context_lens=CTX)
 
 
+def _launch_prefill_schedule():
+    return compute_prefill_schedule(*meta_reference.varqlen_windows(CU, CTX, 4), page_size=64, max_seq_len=130)
+
+
+def _launch_prefill_kernel():
+    """The prefill kernel alone: windows and schedule from the torch references."""
+    dev, case = prefill_problem()
+    windows = meta_reference.varqlen_windows(CU, CTX, 4)
+    info = meta_reference.build_schedule(*windows, page_size=64, max_seq_len=case.max_seq_len, slots=4)
+    return pa_mqa_logits_fp4_prefill(*dev, *windows, case.max_seq_len, cta_info=info, n_ctas=4)
+
+
 def _launch_gemm():
     x, w, s = gemm_problem(256, 512)
     return gemm_a16wfp4(x, prepare_mxfp4_weight(w, s))
 
 
-# One eager launch per spec the tests need: decode staged (and its schedule kernel) + direct, prefill, one
-# GEMM config.
-SPEC_LAUNCHES = (lambda: _launch_decode(16), lambda: _launch_decode(64), _launch_prefill, _launch_gemm)
+# One eager launch per spec the tests need: decode staged + direct, the prefill metadata's windows and
+# groups, prefill, one GEMM config.
+SPEC_LAUNCHES = (lambda: _launch_decode(16), lambda: _launch_decode(64), _launch_prefill, _launch_prefill_schedule,
+                 _launch_prefill_kernel, _launch_gemm)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -92,7 +106,8 @@ def store(tmp_path_factory):
                 launch()
     recorded = [(r["family"], r["params"].get("path")) for r in miss_records(record)]
     assert sorted(recorded, key=str) == sorted([("mqa_decode", "staged"), ("mqa_runs_schedule", None),
-                                                ("mqa_decode", "direct"), ("mqa_prefill", None),
+                                                ("mqa_decode", "direct"), ("mqa_prefill_meta", None),
+                                                ("mqa_prefill_meta", None), ("mqa_prefill", None),
                                                 ("gemm_a16wfp4", None)], key=str)
     run_build("build", "--from-misses", record, "--out", root / "store", "--cache", root / "build", "--jobs", 2)
     with pytest.MonkeyPatch.context() as mp:

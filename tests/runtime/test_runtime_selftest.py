@@ -50,8 +50,8 @@ def test_every_case_fails_on_a_missing_code_object(missed):
     rows, records, _ = missed
     assert {r[0] for r in rows} == FAMILIES
     assert rows and all(ok is False and "no code object for" in detail for _, _, ok, detail in rows), rows
-    # the staged decode cases also need the kernel that builds their schedule
-    assert {r["family"] for r in records} == FAMILIES | {"mqa_runs_schedule"}
+    # the staged decode cases also need their schedule kernel, the prefill cases their metadata kernel
+    assert {r["family"] for r in records} == FAMILIES | {"mqa_runs_schedule", "mqa_prefill_meta"}
 
 
 def test_cases_cover_every_path(missed):

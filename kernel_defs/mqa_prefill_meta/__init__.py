@@ -1,0 +1,7 @@
+"""Device metadata of the prefill kernel, one FlyDSL kernel launch per table: the grouped 8-int
+schedule (`groups`), the variable-qlen windows (`windows`) and the conversion of the one-row-per-CTA
+6-int table (`convert`).
+
+geometry.py (sizes), kernel.py (FlyDSL), plan.py (launch plans), reference.py (the torch builders the
+kernels reproduce bit for bit), specs.py (the three specs).
+"""
