@@ -81,6 +81,7 @@ def direct_kernel(g: Direct, name: str):
     SC_OFFS, SC_SEL = _scale_dwords(g)
     load_weights = _scalar_weights if g.scalar_weights else _vector_weights
     ROW_LDS = T * 4
+    PEEL = H * T < 128 * 64
 
     @flyc.kernel(name=name)
     def direct(out: fx.Pointer, q: fx.Pointer, q_scale: fx.Pointer, kv_cache: fx.Pointer,
@@ -94,19 +95,21 @@ def direct_kernel(g: Direct, name: str):
         grp = lane >> Int32(4)
         b = Int32(gpu.block_idx.y)
         t0 = Int32(gpu.block_idx.x) * Int32(T)
+        # The context length and the chunk's table entry are read together (the branch needs both), one
+        # scalar round trip before the KV loads. The table read is bounded by the width; a chunk whose
+        # page is past the width or not a page of kv_cache reads nothing more and stores nothing: its
+        # cells keep the op's -inf fill.
         ctx = B.scalar_load(context_lens, b, 1)[0]
+        col = t0 // Int32(P)
+        page = B.scalar_load(block_tables, col, 1, Int64(b) * Int64(stride_bt) * Int64(4), bt_width * Int32(4))[0]
+        valid = ((col < bt_width) & (page >= Int32(0))) & (page < num_pages)
         lds = B.lds_alloc(g.lds_bytes)
-        if t0 < ctx:
-            # A chunk whose page is past the table's width or not a page of kv_cache reads nothing and
-            # scores -inf (the table read itself is bounded by the width).
-            col = t0 // Int32(P)
-            page = B.scalar_load(block_tables, col, 1, Int64(b) * Int64(stride_bt) * Int64(4), bt_width * Int32(4))[0]
-            valid = ((col < bt_width) & (page >= Int32(0))) & (page < num_pages)
+        if (t0 < ctx) & valid:
             tin = t0 & Int32(P - 1)
-            kv_rs = B.buffer_rsrc(kv_cache, Int64(page) * stride_kv, valid.select(Int32(P * 64), Int32(0)))
+            kv_rs = B.buffer_rsrc(kv_cache, Int64(page) * stride_kv, Int32(P * 64))
             kv = [B.buffer_load(kv_rs, grp * Int32(P * 16) + (tin + Int32(NTILE * j) + r) * Int32(16), 4)
                   for j in range_constexpr(NT)]
-            ks_rs = B.buffer_rsrc(kv_scale, Int64(page) * stride_ks, valid.select(Int32(P * 4), Int32(0)))
+            ks_rs = B.buffer_rsrc(kv_scale, Int64(page) * stride_ks, Int32(P * 4))
             ks = []
             for xo in SC_OFFS:
                 dw = Int32(B.buffer_load(ks_rs, grp * Int32(P) + (Int32(xo) + r) * Int32(4), 1))
@@ -153,7 +156,15 @@ def direct_kernel(g: Direct, name: str):
                 B.lds_store(lds, (wave * Int32(MAX_NEXT_N) + n) * Int32(ROW_LDS) + tok * Int32(4),
                             total.bitcast(Int32), 1)
 
-            for n, state in range(n_first, next_n, 1, init=row_inputs(n_first)):
+            # The first row is scored outside the loop: its inputs are not loop-carried, so waiting for
+            # them never waits for a prefetch (the loop's carried copy of a prefetch waits for it at the
+            # end of each iteration), and a single-row call issues no load for a second row. The H128
+            # 64-token tile keeps every row in the loop: the peeled copy spills past 128 VGPRs there.
+            n_loop = n_first
+            if PEEL:
+                score(n_first, row_inputs(n_first))
+                n_loop = n_first + Int32(1)
+            for n, state in range(n_loop, next_n, 1, init=row_inputs(n_loop, n_loop < next_n)):
                 ni = Int32(n)
                 nxt = row_inputs(ni + Int32(1), ni + Int32(1) < next_n)
                 score(ni, list(state))
@@ -164,8 +175,7 @@ def direct_kernel(g: Direct, name: str):
                 ni = Int32(n)
                 p0 = B.lds_load(lds, ni * Int32(ROW_LDS) + t_lane * Int32(4), 1)
                 p1 = B.lds_load(lds, (Int32(MAX_NEXT_N) + ni) * Int32(ROW_LDS) + t_lane * Int32(4), 1)
-                v = valid.select((Int32(p0).bitcast(fx.Float32) + Int32(p1).bitcast(fx.Float32)) * weight_scale,
-                                 fx.Float32(float("-inf")))
+                v = (Int32(p0).bitcast(fx.Float32) + Int32(p1).bitcast(fx.Float32)) * weight_scale
                 limit = arith.min(ctx - next_n + Int32(1) + ni, max_seq_len)
                 tok = t0 + lane
                 out_rs = B.buffer_rsrc(out, Int64(b_row + ni) * stride_out * Int64(4))
