@@ -81,7 +81,8 @@ def direct_kernel(g: Direct, name: str):
     SC_OFFS, SC_SEL = _scale_dwords(g)
     load_weights = _scalar_weights if g.scalar_weights else _vector_weights
     ROW_LDS = T * 4
-    PEEL = H * T < 128 * 64
+    PEEL = MH * NT < 16
+    ONE_WAVE = g.waves == 1
 
     @flyc.kernel(name=name)
     def direct(out: fx.Pointer, q: fx.Pointer, q_scale: fx.Pointer, kv_cache: fx.Pointer,
@@ -103,7 +104,7 @@ def direct_kernel(g: Direct, name: str):
         col = t0 // Int32(P)
         page = B.scalar_load(block_tables, col, 1, Int64(b) * Int64(stride_bt) * Int64(4), bt_width * Int32(4))[0]
         valid = ((col < bt_width) & (page >= Int32(0))) & (page < num_pages)
-        lds = B.lds_alloc(g.lds_bytes)
+        lds = B.lds_alloc(g.lds_bytes) if g.lds_bytes else None
         if (t0 < ctx) & valid:
             tin = t0 & Int32(P - 1)
             kv_rs = B.buffer_rsrc(kv_cache, Int64(page) * stride_kv, Int32(P * 64))
@@ -153,13 +154,23 @@ def direct_kernel(g: Direct, name: str):
                     parts.append(s)
                 total = B.sum_over_lane_groups(parts)
                 tok = (grp if NT == 4 else grp >> Int32(1)) * Int32(NTILE) + r
-                B.lds_store(lds, (wave * Int32(MAX_NEXT_N) + n) * Int32(ROW_LDS) + tok * Int32(4),
-                            total.bitcast(Int32), 1)
+                if ONE_WAVE:
+                    # the wave holds every head: lane (g, r) has token tok's logit (tile 32: twice, the
+                    # even group stores it)
+                    limit = arith.min(ctx - next_n + Int32(1) + n, max_seq_len)
+                    out_rs = B.buffer_rsrc(out, Int64(b_row + n) * stride_out * Int64(4))
+                    mine = (t0 + tok < limit) if NT == 4 else ((grp & Int32(1)) == Int32(0)) & (t0 + tok < limit)
+                    if mine:
+                        B.buffer_store(total * weight_scale, out_rs, (t0 + tok) * Int32(4))
+                else:
+                    B.lds_store(lds, (wave * Int32(MAX_NEXT_N) + n) * Int32(ROW_LDS) + tok * Int32(4),
+                                total.bitcast(Int32), 1)
 
             # The first row is scored outside the loop: its inputs are not loop-carried, so waiting for
             # them never waits for a prefetch (the loop's carried copy of a prefetch waits for it at the
-            # end of each iteration), and a single-row call issues no load for a second row. The H128
-            # 64-token tile keeps every row in the loop: the peeled copy spills past 128 VGPRs there.
+            # end of each iteration), and a single-row call issues no load for a second row. With 16
+            # MFMAs a row (H128 or one wave, 64-token tile) every row stays in the loop: the peeled copy
+            # spills past 128 VGPRs there.
             n_loop = n_first
             if PEEL:
                 score(n_first, row_inputs(n_first))
@@ -169,18 +180,19 @@ def direct_kernel(g: Direct, name: str):
                 nxt = row_inputs(ni + Int32(1), ni + Int32(1) < next_n)
                 score(ni, list(state))
                 yield nxt
-            gpu.barrier()
-            t_lane = lane & Int32(T - 1)
-            for n in range(n_first + wave, next_n, 2):
-                ni = Int32(n)
-                p0 = B.lds_load(lds, ni * Int32(ROW_LDS) + t_lane * Int32(4), 1)
-                p1 = B.lds_load(lds, (Int32(MAX_NEXT_N) + ni) * Int32(ROW_LDS) + t_lane * Int32(4), 1)
-                v = (Int32(p0).bitcast(fx.Float32) + Int32(p1).bitcast(fx.Float32)) * weight_scale
-                limit = arith.min(ctx - next_n + Int32(1) + ni, max_seq_len)
-                tok = t0 + lane
-                out_rs = B.buffer_rsrc(out, Int64(b_row + ni) * stride_out * Int64(4))
-                if (lane < Int32(T)) & (tok < limit):
-                    B.buffer_store(v, out_rs, tok * Int32(4))
+            if not ONE_WAVE:
+                gpu.barrier()
+                t_lane = lane & Int32(T - 1)
+                for n in range(n_first + wave, next_n, 2):
+                    ni = Int32(n)
+                    p0 = B.lds_load(lds, ni * Int32(ROW_LDS) + t_lane * Int32(4), 1)
+                    p1 = B.lds_load(lds, (Int32(MAX_NEXT_N) + ni) * Int32(ROW_LDS) + t_lane * Int32(4), 1)
+                    v = (Int32(p0).bitcast(fx.Float32) + Int32(p1).bitcast(fx.Float32)) * weight_scale
+                    limit = arith.min(ctx - next_n + Int32(1) + ni, max_seq_len)
+                    tok = t0 + lane
+                    out_rs = B.buffer_rsrc(out, Int64(b_row + ni) * stride_out * Int64(4))
+                    if (lane < Int32(T)) & (tok < limit):
+                        B.buffer_store(v, out_rs, tok * Int32(4))
 
     return direct
 
