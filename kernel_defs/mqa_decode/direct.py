@@ -82,7 +82,8 @@ def direct_kernel(g: Direct, name: str):
     load_weights = _scalar_weights if g.scalar_weights else _vector_weights
     ROW_LDS = T * 4
     PEEL = MH * NT < 16
-    ONE_WAVE = g.waves == 1
+    ONE_WAVE = g.head_waves == 1        # each wave scores whole rows and stores them
+    RW = g.row_waves
 
     @flyc.kernel(name=name)
     def direct(out: fx.Pointer, q: fx.Pointer, q_scale: fx.Pointer, kv_cache: fx.Pointer,
@@ -91,6 +92,8 @@ def direct_kernel(g: Direct, name: str):
                stride_bt: Int32, weight_scale: fx.Float32, num_pages: Int32, bt_width: Int32):
         tid = Int32(gpu.thread_idx.x)
         wave = Int32(B.readfirstlane(tid >> Int32(6)))
+        hw = Int32(0) if ONE_WAVE else wave         # head wave: which heads
+        rw = wave if ONE_WAVE else Int32(0)         # row wave: which rows
         lane = tid & Int32(63)
         r = lane & Int32(15)
         grp = lane >> Int32(4)
@@ -125,15 +128,15 @@ def direct_kernel(g: Direct, name: str):
                 def size(nbytes):
                     return nbytes if live is None else live.select(Int32(nbytes), Int32(0))
                 row = Int64(b_row + n)
-                q_rs = B.buffer_rsrc(q, row * Int64(Q_ROW) + Int64(wave * Int32(WAVE_Q)), size(WAVE_Q))
+                q_rs = B.buffer_rsrc(q, row * Int64(Q_ROW) + Int64(hw * Int32(WAVE_Q)), size(WAVE_Q))
                 qa = [B.buffer_load(q_rs, (Int32(16 * u) + r) * Int32(64) + grp * Int32(16), 4)
                       for u in range_constexpr(MH)]
                 qs_rs = B.buffer_rsrc(q_scale, row * Int64(QS_ROW), size(QS_ROW))
-                first = wave * Int32(MH)
+                first = hw * Int32(MH)
                 qs_off = (grp * Int32(16) + r) * Int32(QS_PAD) + (first >> Int32(2)) * Int32(4)
                 qs = Int32(B.buffer_load(qs_rs, qs_off, 1))
                 qs = qs >> ((first & Int32(3)) * Int32(8)) if MH < 4 else qs
-                w = load_weights(weights, row * Int64(W_ROW) + Int64(wave * Int32(WAVE_W)), size(WAVE_W), grp, MH)
+                w = load_weights(weights, row * Int64(W_ROW) + Int64(hw * Int32(WAVE_W)), size(WAVE_W), grp, MH)
                 return qa + [qs] + w
 
             def score(n, inputs):
@@ -160,10 +163,11 @@ def direct_kernel(g: Direct, name: str):
                     limit = arith.min(ctx - next_n + Int32(1) + n, max_seq_len)
                     out_rs = B.buffer_rsrc(out, Int64(b_row + n) * stride_out * Int64(4))
                     mine = (t0 + tok < limit) if NT == 4 else ((grp & Int32(1)) == Int32(0)) & (t0 + tok < limit)
+                    mine = mine if RW == 1 else mine & (n < next_n)
                     if mine:
                         B.buffer_store(total * weight_scale, out_rs, (t0 + tok) * Int32(4))
                 else:
-                    B.lds_store(lds, (wave * Int32(MAX_NEXT_N) + n) * Int32(ROW_LDS) + tok * Int32(4),
+                    B.lds_store(lds, (hw * Int32(MAX_NEXT_N) + n) * Int32(ROW_LDS) + tok * Int32(4),
                                 total.bitcast(Int32), 1)
 
             # The first row is scored outside the loop: its inputs are not loop-carried, so waiting for
@@ -171,13 +175,14 @@ def direct_kernel(g: Direct, name: str):
             # end of each iteration), and a single-row call issues no load for a second row. With 16
             # MFMAs a row (H128 or one wave, 64-token tile) every row stays in the loop: the peeled copy
             # spills past 128 VGPRs there.
-            n_loop = n_first
+            n_loop = n_first + rw
             if PEEL:
-                score(n_first, row_inputs(n_first))
-                n_loop = n_first + Int32(1)
-            for n, state in range(n_loop, next_n, 1, init=row_inputs(n_loop, n_loop < next_n)):
+                # a row wave without a row (n_loop >= next_n) loads nothing and stores nothing
+                score(n_loop, row_inputs(n_loop, None if RW == 1 else n_loop < next_n))
+                n_loop = n_loop + Int32(RW)
+            for n, state in range(n_loop, next_n, RW, init=row_inputs(n_loop, n_loop < next_n)):
                 ni = Int32(n)
-                nxt = row_inputs(ni + Int32(1), ni + Int32(1) < next_n)
+                nxt = row_inputs(ni + Int32(RW), ni + Int32(RW) < next_n)
                 score(ni, list(state))
                 yield nxt
             if not ONE_WAVE:

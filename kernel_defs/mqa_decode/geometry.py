@@ -91,19 +91,27 @@ class Direct:
     tile: int
     scalar_weights: bool
     head_dim: int = 128
-    waves: int = DIRECT_WAVES       # 1: one wave scores every head and stores; no LDS, no barrier
+    waves: int = DIRECT_WAVES       # head waves x row waves (see head_waves)
 
     def __post_init__(self):
         if self.heads not in DIRECT_HEADS or self.head_dim != 128:
             raise ValueError(f"direct path: heads={self.heads}, head_dim={self.head_dim} (needs H64/H128, D128)")
         if self.tile not in (32, 64) or self.page_size % self.tile or self.tile < self.page_size // 4:
             raise ValueError(f"direct path: tile={self.tile} does not fit page_size={self.page_size}")
-        if self.waves not in (1, DIRECT_WAVES) or self.heads // 16 // self.waves > 4:
-            raise ValueError(f"direct path: waves={self.waves} with heads={self.heads} (1 or {DIRECT_WAVES} waves; "
-                             f"a wave's Q-scale dword holds at most 4 m-tiles)")
+        if self.waves % self.head_waves or self.waves not in (1, DIRECT_WAVES):
+            raise ValueError(f"direct path: waves={self.waves} with heads={self.heads} (1 or {DIRECT_WAVES} waves, "
+                             f"a multiple of its {self.head_waves} head waves)")
 
     @property
-    def m_tiles_per_wave(self): return self.heads // 16 // self.waves
+    def head_waves(self):
+        """Waves that split the heads: a wave holds at most 4 m-tiles (one Q-scale dword). With one head
+        wave each wave scores whole rows and stores them itself (no LDS exchange, no barrier); the other
+        waves are row waves: wave w scores rows n_first + w, n_first + w + waves, ..."""
+        return max(1, self.heads // 64)
+    @property
+    def row_waves(self): return self.waves // self.head_waves
+    @property
+    def m_tiles_per_wave(self): return self.heads // 16 // self.head_waves
     @property
     def n_tiles(self): return self.tile // NTILE
     @property
@@ -111,7 +119,7 @@ class Direct:
     @property
     def threads(self): return WAVE * self.waves
     @property
-    def lds_bytes(self): return 0 if self.waves == 1 else self.waves * MAX_NEXT_N * self.tile * 4
+    def lds_bytes(self): return 0 if self.head_waves == 1 else self.head_waves * MAX_NEXT_N * self.tile * 4
 
 
 def staged_params(heads: int, head_dim: int, page_size: int, block_k: int, num_warps: int) -> dict:
@@ -140,12 +148,12 @@ def direct_tile(heads: int, batch: int, next_n: int, max_seq_len: int):
     """(tile tokens, scalar weight loads, waves) of the direct path, from host ints only (choices made on the
     timing model, docs/families/mqa_decode.md#performance).
 
-    H64: one wave scores all heads of a 32-token tile when a CTA has one row (the shortest chain: no LDS
-    exchange, no barrier) and, with 64-token tiles, for multi-row grids over DIRECT_GRID_LIMIT 32-token
-    CTAs (half the scalar work and KV traffic per CU); multi-row small grids split the heads over two
-    waves (each row's MFMAs on two SIMDs). H128 (always two waves): 32-token tiles while that grid has at
-    most DIRECT_GRID_LIMIT CTAs, else 64-token tiles, with scalar weight loads when even the 64-token grid
-    exceeds the limit.
+    H64 (one head wave: a wave scores all heads of its rows and stores them, no LDS exchange, no barrier):
+    one wave with 32-token tiles for single-row calls (the shortest chain); multi-row calls take two row
+    waves (two rows at once on two SIMDs) while the 32-token grid has at most DIRECT_GRID_LIMIT CTAs,
+    else one wave with 64-token tiles (the fewest CTAs and scalar instructions per CU). H128 (two head
+    waves): 32-token tiles up to DIRECT_GRID_LIMIT CTAs, else 64-token tiles, with scalar weight loads
+    when even the 64-token grid exceeds the limit.
     """
     small = batch * -(-max_seq_len // 32) <= DIRECT_GRID_LIMIT
     if heads // 16 <= 4:
