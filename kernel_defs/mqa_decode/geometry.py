@@ -69,7 +69,7 @@ class Staged:
 
 MAX_NEXT_N = 8
 DIRECT_HEADS = (64, 128)
-DIRECT_WAVES = 2                # head waves: wave w owns heads [w*H/2, (w+1)*H/2)
+DIRECT_WAVES = 2                # most waves of a direct CTA (two head waves, or two row waves)
 DIRECT_GRID_LIMIT = 1024        # largest 32-token grid of the two-wave kernels; larger grids use 64-token tiles
 # (tile tokens, weight_load, waves) of the prebuilt direct kernels, per head count, as direct_tile picks them.
 # One wave holds at most 4 m-tiles (one Q-scale dword), so H128 always splits its heads over two waves.
@@ -82,9 +82,10 @@ DIRECT_MIN_WAVES_PER_SIMD = 4   # occupancy the direct kernels are compiled for:
 class Direct:
     """Direct-path kernel (D = 128): one CTA = one `tile`-token chunk of one sequence, all next_n rows.
 
-    The chunk lies inside one page (tile <= P). Each of the two waves loads the chunk's KV values and
-    scales straight into registers and scores them against its half of the heads; the waves' per-token
-    partial sums meet in LDS ([wave][row][token] f32, one slot per possible next_n row).
+    The chunk lies inside one page (tile <= P). Every wave loads the chunk's KV values and scales straight
+    into registers. `waves` = head waves x row waves: with two head waves (H128) each scores half of the
+    heads and their per-token partial sums meet in LDS ([wave][row][token] f32, one slot per possible
+    next_n row); with one (H64) each wave scores all heads of its rows and stores them.
     """
     heads: int
     page_size: int
