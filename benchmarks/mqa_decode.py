@@ -67,8 +67,8 @@ def emulate(args, msl, next_n, full_msl):
     """[(label, counters)] of the direct kernel (variant of the full shape) and the staged kernel."""
     q, qs, kv_cache, kv_scale, tables, w, cl = args
     s = P.check_inputs(*args, msl, next_n, PAGE, 1.0)
-    tile, scalar = direct_tile(s.batch, full_msl)
-    variant = (tile, "scalar" if scalar else "vector")
+    tile, scalar, waves = direct_tile(s.heads, s.batch, next_n, full_msl)
+    variant = (tile, "scalar" if scalar else "vector", waves)
     out = torch.full((s.batch * next_n, msl), float("-inf"))
     plan = P.direct_plan(s, msl, out=out, q_fp4=q, q_scale=qs, kv_cache=kv_cache, kv_scale=kv_scale,
                          block_tables=tables, weights=w, context_lens=cl, weight_scale=1.0, variant=variant)

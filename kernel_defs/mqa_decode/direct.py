@@ -1,20 +1,25 @@
 """Direct-path decode kernel (D128, H64/H128, internal schedule), written in FlyDSL (kernel.py builds it).
 
 Grid (ceil(max_seq_len / tile), B): CTA (x, b) scores tokens [x*tile, (x+1)*tile) of sequence b for all of
-its next_n query rows; a CTA whose chunk starts at or past ctx_b exits at once. Two waves of 64 lanes:
+its next_n query rows. The CTA reads ctx_b and the chunk's block-table entry together and exits at once if
+the chunk starts at or past ctx_b or its page is not in the table (past the width) or not a page of
+kv_cache (its cells keep the op's -inf fill). One or two waves of 64 lanes (geometry.Direct):
 - KV: each wave loads the chunk's values (one 16-byte lane load per 16-token n-tile) and scale dwords
   (one per distinct slot group, see `_scale_dwords`) from global memory straight into registers. The
-  chunk lies in one page, whose id is one scalar block-table read bounded by the table width; a page
-  outside the table or kv_cache is not read and its tokens score -inf.
-- Heads: wave w owns m-tiles [w*H/32, (w+1)*H/32). Per row it loads its Q fragments, one Q-scale dword
-  and its weights (vector loads, or scalar loads + a per-lane-group select for the large grids), runs
-  n_tiles x m-tiles MFMAs 16x16x128 against the KV registers, applies ReLU x weight, and folds the four
-  lane groups with permlane swaps so lane (g, r) holds the wave's partial for token 16*(g*n_tiles/4) + r.
-- Head reduction: those partials go to LDS [wave][row][token]; after one barrier wave w finishes rows
-  n_first + w, n_first + w + 2, ...: lane t adds both waves' partials of token t, scales by
-  weight_scale and stores it when t < min(ctx_b - next_n + 1 + n, max_seq_len).
-Rows n < n_first = max(0, chunk_start + next_n - ctx_b) see no token of the chunk and are skipped. The
-next row's Q, Q scales and weights are loaded while the current row is computed.
+  chunk lies in one page: one scalar block-table read bounded by the table width.
+- Head waves (H128: two): wave w owns m-tiles [4w, 4w + 4); a wave never holds more than 4 (one Q-scale
+  dword). Row waves (H64 with two waves): wave w scores rows n_top - w, n_top - w - 2, ... with all heads.
+  Per row a wave loads its Q fragments, one Q-scale dword and its weights (vector loads, or scalar loads
+  + a per-lane-group select), runs n_tiles x m-tiles MFMAs 16x16x128 against the KV registers, applies
+  ReLU x weight, and folds the four lane groups with permlane swaps so lane (g, r) holds the wave's sum
+  for token 16*(g*n_tiles/4) + r.
+- With one head wave that sum is the logit: the wave scales it by weight_scale and stores it when
+  t < min(ctx_b - next_n + 1 + n, max_seq_len). With two head waves the partials meet in LDS
+  [wave][row][token]; after one barrier wave w finishes rows n_first + w, n_first + w + 2, ...
+Rows are scored last first (n_top = next_n - 1 sees every token of a live chunk); rows
+n < n_first = max(0, chunk_start + next_n - ctx_b) see no token of the chunk and are skipped. The first
+row is scored outside the loop, and the next row's Q, Q scales and weights are loaded while a row is
+computed.
 """
 import flydsl.compiler as flyc
 import flydsl.expr as fx
@@ -81,6 +86,9 @@ def direct_kernel(g: Direct, name: str):
     SC_OFFS, SC_SEL = _scale_dwords(g)
     load_weights = _scalar_weights if g.scalar_weights else _vector_weights
     ROW_LDS = T * 4
+    PEEL = MH * NT < 16
+    ONE_WAVE = g.head_waves == 1        # each wave scores whole rows and stores them
+    RW = g.row_waves
 
     @flyc.kernel(name=name)
     def direct(out: fx.Pointer, q: fx.Pointer, q_scale: fx.Pointer, kv_cache: fx.Pointer,
@@ -89,48 +97,57 @@ def direct_kernel(g: Direct, name: str):
                stride_bt: Int32, weight_scale: fx.Float32, num_pages: Int32, bt_width: Int32):
         tid = Int32(gpu.thread_idx.x)
         wave = Int32(B.readfirstlane(tid >> Int32(6)))
+        hw = Int32(0) if ONE_WAVE else wave         # head wave: which heads
+        rw = wave if ONE_WAVE else Int32(0)         # row wave: which rows
         lane = tid & Int32(63)
         r = lane & Int32(15)
         grp = lane >> Int32(4)
         b = Int32(gpu.block_idx.y)
         t0 = Int32(gpu.block_idx.x) * Int32(T)
+        # The context length and the chunk's table entry are read together (the branch needs both), one
+        # scalar round trip before the KV loads. The table read is bounded by the width; a chunk whose
+        # page is past the width or not a page of kv_cache reads nothing more and stores nothing: its
+        # cells keep the op's -inf fill.
         ctx = B.scalar_load(context_lens, b, 1)[0]
-        lds = B.lds_alloc(g.lds_bytes)
-        if t0 < ctx:
-            # A chunk whose page is past the table's width or not a page of kv_cache reads nothing and
-            # scores -inf (the table read itself is bounded by the width).
-            col = t0 // Int32(P)
-            page = B.scalar_load(block_tables, col, 1, Int64(b) * Int64(stride_bt) * Int64(4), bt_width * Int32(4))[0]
-            valid = ((col < bt_width) & (page >= Int32(0))) & (page < num_pages)
+        col = t0 >> Int32(P.bit_length() - 1)           # t0 >= 0: a shift, not a signed division
+        page = B.scalar_load(block_tables, col, 1, Int64(b) * Int64(stride_bt) * Int64(4), bt_width * Int32(4))[0]
+        valid = ((col < bt_width) & (page >= Int32(0))) & (page < num_pages)
+        lds = B.lds_alloc(g.lds_bytes) if g.lds_bytes else None
+        b_row = b * next_n
+
+        def row_inputs(n, live=None):
+            """Row n's Q fragments, Q-scale dword (m-tile u at byte u) and weights of this wave's heads.
+
+            With `live` false every load is out of range (zero-sized resources): nothing is read."""
+            def size(nbytes):
+                return nbytes if live is None else live.select(Int32(nbytes), Int32(0))
+            row = Int64(b_row + n)
+            q_rs = B.buffer_rsrc(q, row * Int64(Q_ROW) + Int64(hw * Int32(WAVE_Q)), size(WAVE_Q))
+            qa = [B.buffer_load(q_rs, (Int32(16 * u) + r) * Int32(64) + grp * Int32(16), 4)
+                  for u in range_constexpr(MH)]
+            qs_rs = B.buffer_rsrc(q_scale, row * Int64(QS_ROW), size(QS_ROW))
+            first = hw * Int32(MH)
+            qs_off = (grp * Int32(16) + r) * Int32(QS_PAD) + (first >> Int32(2)) * Int32(4)
+            qs = Int32(B.buffer_load(qs_rs, qs_off, 1))
+            qs = qs >> ((first & Int32(3)) * Int32(8)) if MH < 4 else qs
+            w = load_weights(weights, row * Int64(W_ROW) + Int64(hw * Int32(WAVE_W)), size(WAVE_W), grp, MH)
+            return qa + [qs] + w
+
+        # Rows are scored last first: the last row sees every token of a live chunk, so the address of a
+        # wave's first row (n_top) needs no ctx, and its loads can go out before the KV loads.
+        n_top = next_n - Int32(1) - rw
+        early = row_inputs(n_top, None if RW == 1 else n_top >= Int32(0))
+        if (t0 < ctx) & valid:
             tin = t0 & Int32(P - 1)
-            kv_rs = B.buffer_rsrc(kv_cache, Int64(page) * stride_kv, valid.select(Int32(P * 64), Int32(0)))
+            kv_rs = B.buffer_rsrc(kv_cache, Int64(page) * stride_kv, Int32(P * 64))
             kv = [B.buffer_load(kv_rs, grp * Int32(P * 16) + (tin + Int32(NTILE * j) + r) * Int32(16), 4)
                   for j in range_constexpr(NT)]
-            ks_rs = B.buffer_rsrc(kv_scale, Int64(page) * stride_ks, valid.select(Int32(P * 4), Int32(0)))
+            ks_rs = B.buffer_rsrc(kv_scale, Int64(page) * stride_ks, Int32(P * 4))
             ks = []
             for xo in SC_OFFS:
                 dw = Int32(B.buffer_load(ks_rs, grp * Int32(P) + (Int32(xo) + r) * Int32(4), 1))
                 ks.append(dw if T == P else dw >> ((tin // Int32(P // 4)) * Int32(8)))
             n_first = arith.max(t0 + next_n - ctx, Int32(0))
-            b_row = b * next_n
-
-            def row_inputs(n, live=None):
-                """Row n's Q fragments, Q-scale dword (m-tile u at byte u) and weights of this wave's heads.
-
-                With `live` false every load is out of range (zero-sized resources): nothing is read."""
-                def size(nbytes):
-                    return nbytes if live is None else live.select(Int32(nbytes), Int32(0))
-                row = Int64(b_row + n)
-                q_rs = B.buffer_rsrc(q, row * Int64(Q_ROW) + Int64(wave * Int32(WAVE_Q)), size(WAVE_Q))
-                qa = [B.buffer_load(q_rs, (Int32(16 * u) + r) * Int32(64) + grp * Int32(16), 4)
-                      for u in range_constexpr(MH)]
-                qs_rs = B.buffer_rsrc(q_scale, row * Int64(QS_ROW), size(QS_ROW))
-                first = wave * Int32(MH)
-                qs_off = (grp * Int32(16) + r) * Int32(QS_PAD) + (first >> Int32(2)) * Int32(4)
-                qs = Int32(B.buffer_load(qs_rs, qs_off, 1))
-                qs = qs >> ((first & Int32(3)) * Int32(8)) if MH < 4 else qs
-                w = load_weights(weights, row * Int64(W_ROW) + Int64(wave * Int32(WAVE_W)), size(WAVE_W), grp, MH)
-                return qa + [qs] + w
 
             def score(n, inputs):
                 """Write this wave's per-token partial sums of row n to LDS."""
@@ -150,27 +167,49 @@ def direct_kernel(g: Direct, name: str):
                     parts.append(s)
                 total = B.sum_over_lane_groups(parts)
                 tok = (grp if NT == 4 else grp >> Int32(1)) * Int32(NTILE) + r
-                B.lds_store(lds, (wave * Int32(MAX_NEXT_N) + n) * Int32(ROW_LDS) + tok * Int32(4),
-                            total.bitcast(Int32), 1)
+                if ONE_WAVE:
+                    # the wave holds every head: lane (g, r) has token tok's logit (tile 32: twice, the
+                    # even group stores it)
+                    limit = arith.min(ctx - next_n + Int32(1) + n, max_seq_len)
+                    out_rs = B.buffer_rsrc(out, Int64(b_row + n) * stride_out * Int64(4))
+                    mine = (t0 + tok < limit) if NT == 4 else ((grp & Int32(1)) == Int32(0)) & (t0 + tok < limit)
+                    mine = mine if RW == 1 else mine & (n >= Int32(0))
+                    if mine:
+                        B.buffer_store(total * weight_scale, out_rs, (t0 + tok) * Int32(4))
+                else:
+                    B.lds_store(lds, (hw * Int32(MAX_NEXT_N) + n) * Int32(ROW_LDS) + tok * Int32(4),
+                                total.bitcast(Int32), 1)
 
-            for n, state in range(n_first, next_n, 1, init=row_inputs(n_first)):
-                ni = Int32(n)
-                nxt = row_inputs(ni + Int32(1), ni + Int32(1) < next_n)
+            # The first row is scored outside the loop: its inputs are not loop-carried, so waiting for
+            # them never waits for a prefetch (the loop's carried copy of a prefetch waits for it at the
+            # end of each iteration), and a single-row call issues no load for a second row. With 16
+            # MFMAs a row (H128 or one wave, 64-token tile) every row stays in the loop: the peeled copy
+            # spills past 128 VGPRs there.
+            i0 = Int32(0)
+            init = early
+            if PEEL:
+                # a row wave without a row (n_top < 0) loaded nothing and stores nothing
+                score(n_top, early)
+                i0 = Int32(RW)
+                init = row_inputs(n_top - Int32(RW), n_top - Int32(RW) >= n_first)
+            for i, state in range(i0, n_top - n_first + Int32(1), RW, init=init):
+                ni = n_top - Int32(i)
+                nxt = row_inputs(ni - Int32(RW), ni - Int32(RW) >= n_first)
                 score(ni, list(state))
                 yield nxt
-            gpu.barrier()
-            t_lane = lane & Int32(T - 1)
-            for n in range(n_first + wave, next_n, 2):
-                ni = Int32(n)
-                p0 = B.lds_load(lds, ni * Int32(ROW_LDS) + t_lane * Int32(4), 1)
-                p1 = B.lds_load(lds, (Int32(MAX_NEXT_N) + ni) * Int32(ROW_LDS) + t_lane * Int32(4), 1)
-                v = valid.select((Int32(p0).bitcast(fx.Float32) + Int32(p1).bitcast(fx.Float32)) * weight_scale,
-                                 fx.Float32(float("-inf")))
-                limit = arith.min(ctx - next_n + Int32(1) + ni, max_seq_len)
-                tok = t0 + lane
-                out_rs = B.buffer_rsrc(out, Int64(b_row + ni) * stride_out * Int64(4))
-                if (lane < Int32(T)) & (tok < limit):
-                    B.buffer_store(v, out_rs, tok * Int32(4))
+            if not ONE_WAVE:
+                gpu.barrier()
+                t_lane = lane & Int32(T - 1)
+                for n in range(n_first + wave, next_n, 2):
+                    ni = Int32(n)
+                    p0 = B.lds_load(lds, ni * Int32(ROW_LDS) + t_lane * Int32(4), 1)
+                    p1 = B.lds_load(lds, (Int32(MAX_NEXT_N) + ni) * Int32(ROW_LDS) + t_lane * Int32(4), 1)
+                    v = (Int32(p0).bitcast(fx.Float32) + Int32(p1).bitcast(fx.Float32)) * weight_scale
+                    limit = arith.min(ctx - next_n + Int32(1) + ni, max_seq_len)
+                    tok = t0 + lane
+                    out_rs = B.buffer_rsrc(out, Int64(b_row + ni) * stride_out * Int64(4))
+                    if (lane < Int32(T)) & (tok < limit):
+                        B.buffer_store(v, out_rs, tok * Int32(4))
 
     return direct
 

@@ -69,8 +69,12 @@ class Staged:
 
 MAX_NEXT_N = 8
 DIRECT_HEADS = (64, 128)
-DIRECT_WAVES = 2                # head waves: wave w owns heads [w*H/2, (w+1)*H/2)
-DIRECT_GRID_LIMIT = 1024        # largest 32-token direct grid; larger grids use 64-token tiles
+DIRECT_WAVES = 2                # most waves of a direct CTA (two head waves, or two row waves)
+DIRECT_GRID_LIMIT = 1024        # largest 32-token grid of the two-wave kernels; larger grids use 64-token tiles
+# (tile tokens, weight_load, waves) of the prebuilt direct kernels, per head count, as direct_tile picks them.
+# One wave holds at most 4 m-tiles (one Q-scale dword), so H128 always splits its heads over two waves.
+DIRECT_VARIANTS = {64: ((32, "vector", 1), (32, "vector", 2), (64, "vector", 1)),
+                   128: ((32, "vector", 2), (64, "vector", 2), (64, "scalar", 2))}
 DIRECT_MIN_WAVES_PER_SIMD = 4   # occupancy the direct kernels are compiled for: <= 512 / 4 VGPRs
 
 
@@ -78,32 +82,45 @@ DIRECT_MIN_WAVES_PER_SIMD = 4   # occupancy the direct kernels are compiled for:
 class Direct:
     """Direct-path kernel (D = 128): one CTA = one `tile`-token chunk of one sequence, all next_n rows.
 
-    The chunk lies inside one page (tile <= P). Each of the two waves loads the chunk's KV values and
-    scales straight into registers and scores them against its half of the heads; the waves' per-token
-    partial sums meet in LDS ([wave][row][token] f32, one slot per possible next_n row).
+    The chunk lies inside one page (tile <= P). Every wave loads the chunk's KV values and scales straight
+    into registers. `waves` = head waves x row waves: with two head waves (H128) each scores half of the
+    heads and their per-token partial sums meet in LDS ([wave][row][token] f32, one slot per possible
+    next_n row); with one (H64) each wave scores all heads of its rows and stores them.
     """
     heads: int
     page_size: int
     tile: int
     scalar_weights: bool
     head_dim: int = 128
+    waves: int = DIRECT_WAVES       # head waves x row waves (see head_waves)
 
     def __post_init__(self):
         if self.heads not in DIRECT_HEADS or self.head_dim != 128:
             raise ValueError(f"direct path: heads={self.heads}, head_dim={self.head_dim} (needs H64/H128, D128)")
         if self.tile not in (32, 64) or self.page_size % self.tile or self.tile < self.page_size // 4:
             raise ValueError(f"direct path: tile={self.tile} does not fit page_size={self.page_size}")
+        if self.waves % self.head_waves or self.waves not in (1, DIRECT_WAVES):
+            raise ValueError(f"direct path: waves={self.waves} with heads={self.heads} (1 or {DIRECT_WAVES} waves, "
+                             f"a multiple of its {self.head_waves} head waves)")
 
     @property
-    def m_tiles_per_wave(self): return self.heads // 16 // DIRECT_WAVES
+    def head_waves(self):
+        """Waves that split the heads: a wave holds at most 4 m-tiles (one Q-scale dword). With one head
+        wave each wave scores whole rows and stores them itself (no LDS exchange, no barrier); the other
+        waves are row waves: wave w scores rows n_first + w, n_first + w + waves, ..."""
+        return max(1, self.heads // 64)
+    @property
+    def row_waves(self): return self.waves // self.head_waves
+    @property
+    def m_tiles_per_wave(self): return self.heads // 16 // self.head_waves
     @property
     def n_tiles(self): return self.tile // NTILE
     @property
     def qs_pad(self): return layouts.qs_pad(self.heads)
     @property
-    def threads(self): return WAVE * DIRECT_WAVES
+    def threads(self): return WAVE * self.waves
     @property
-    def lds_bytes(self): return DIRECT_WAVES * MAX_NEXT_N * self.tile * 4
+    def lds_bytes(self): return 0 if self.head_waves == 1 else self.head_waves * MAX_NEXT_N * self.tile * 4
 
 
 def staged_params(heads: int, head_dim: int, page_size: int, block_k: int, num_warps: int) -> dict:
@@ -112,10 +129,10 @@ def staged_params(heads: int, head_dim: int, page_size: int, block_k: int, num_w
             "num_warps": num_warps, "weight_load": "vector"}
 
 
-def direct_params(heads: int, page_size: int, tile: int, scalar_weights: bool) -> dict:
-    """The params of one direct spec (D128, DIRECT_WAVES waves; block_k is its tile)."""
+def direct_params(heads: int, page_size: int, tile: int, scalar_weights: bool, waves: int = DIRECT_WAVES) -> dict:
+    """The params of one direct spec (D128; block_k is its tile, num_warps its waves)."""
     return {"path": "direct", "heads": heads, "head_dim": 128, "page_size": page_size, "block_k": tile,
-            "num_warps": DIRECT_WAVES, "weight_load": "scalar" if scalar_weights else "vector"}
+            "num_warps": waves, "weight_load": "scalar" if scalar_weights else "vector"}
 
 
 def of(params: dict):
@@ -123,16 +140,27 @@ def of(params: dict):
     if params["path"] == "staged":
         return Staged(params["heads"], params["head_dim"], params["page_size"], params["block_k"], params["num_warps"])
     if params["path"] == "direct":
-        return Direct(params["heads"], params["page_size"], params["block_k"], params["weight_load"] == "scalar")
+        return Direct(params["heads"], params["page_size"], params["block_k"], params["weight_load"] == "scalar",
+                      waves=params["num_warps"])
     raise ValueError(f"mqa_decode: unknown path {params['path']!r}")
 
 
-def direct_tile(batch: int, max_seq_len: int):
-    """(tile tokens, scalar weight loads) of the direct path for a grid of batch x ceil(max_seq_len / tile).
+def direct_tile(heads: int, batch: int, next_n: int, max_seq_len: int):
+    """(tile tokens, scalar weight loads, waves) of the direct path, from host ints only (choices made on the
+    timing model, docs/families/mqa_decode.md#performance).
 
-    32-token tiles while that grid has at most DIRECT_GRID_LIMIT CTAs, else 64-token tiles; those load
-    the weights through the scalar unit when even the 64-token grid exceeds the limit.
+    H64 (one head wave: a wave scores all heads of its rows and stores them, no LDS exchange, no barrier):
+    one wave with 32-token tiles for single-row calls (the shortest chain); multi-row calls take two row
+    waves (two rows at once on two SIMDs) while the 32-token grid has at most DIRECT_GRID_LIMIT CTAs,
+    else one wave with 64-token tiles (the fewest CTAs and scalar instructions per CU). H128 (two head
+    waves): 32-token tiles up to DIRECT_GRID_LIMIT CTAs, else 64-token tiles, with scalar weight loads
+    when even the 64-token grid exceeds the limit.
     """
-    if batch * -(-max_seq_len // 32) <= DIRECT_GRID_LIMIT:
-        return 32, False
-    return 64, batch * -(-max_seq_len // 64) > DIRECT_GRID_LIMIT
+    small = batch * -(-max_seq_len // 32) <= DIRECT_GRID_LIMIT
+    if heads // 16 <= 4:
+        if next_n == 1:
+            return 32, False, 1
+        return (32, False, DIRECT_WAVES) if small else (64, False, 1)
+    if small:
+        return 32, False, DIRECT_WAVES
+    return 64, batch * -(-max_seq_len // 64) > DIRECT_GRID_LIMIT, DIRECT_WAVES

@@ -17,31 +17,29 @@ Design decisions (docs/families/mqa_decode.md#decisions):
   schedule is internal and the caller overrides nothing (no cta_info/total_ctas, block_k, num_warps or
   parallel_unit_num: those keep their staged meaning). Strides, next_n and max_seq_len are runtime
   arguments as in the staged kernel, so shared-pool pages and strided outputs take the direct path too.
-  Variants (compile-time): tile 32 tokens with vector weight loads, tile 64 with vector loads, tile 64
-  with scalar (SGPR) weight loads -> 2 heads x 2 pages x 3 = 12 specs. KV values and scales go from
-  global memory straight to registers; LDS holds only the head-reduction partials (2 x 8 x tile f32).
+  Variants (compile-time, geometry.DIRECT_VARIANTS): H64: tile 32 with one wave, tile 32 with two row
+  waves, tile 64 with one wave; H128 (two head waves): tile 32, tile 64, tile 64 with scalar (SGPR)
+  weight loads -> 2 heads x 2 pages x 3 = 12 specs. KV values and scales go from global memory straight
+  to registers; LDS holds only the H128 head-reduction partials (2 x 8 x tile f32).
 - Direct grid = B x ceil(max_seq_len / tile), 2-D (chunk, sequence); next_n is not in it: the rows of
   a sequence share the CTA (its KV registers serve every row; a runtime row loop prefetches the next
   row's Q, Q scales and weights), so "next_n does not itself create additional waves". The grid is
   sized from max_seq_len (a host int; no sync on context_lens); CTAs past a context exit at once.
-  Tile rule: 32 tokens while B x ceil(max_seq_len / 32) <= 1024 CTAs, else 64 tokens; scalar weight
-  loads when even B x ceil(max_seq_len / 64) > 1024 (benchmark shapes: 2x512, 3x1K, 4x2K, 1x32K, 2x2x512,
-  2x768 -> 32; 8x8K, 1x64K -> 64; 16x4352, 1x128K, 32x4x32K -> 64 + scalar). Both tiles use the same
-  two waves; they split the heads, not the tokens ("head waves"): per 32-token chunk a row's Q
-  (H x 64 B) outweighs the KV (32 x 68 B), so each wave loading half of Q and all of the KV reads less
-  than waves splitting the tokens (each would need all of Q). The two waves' per-token partial sums
-  meet in LDS after one barrier; within a wave the four lane groups are folded with
-  v_permlane32/16_swap (VALU, no LDS). Compiled for >= 4 waves per SIMD (<= 128 VGPRs, the direct
-  budget). Emulator counters (benchmarks/mqa_decode.py): per visible cell the direct kernel issues more
-  global-load bytes than the persistent staged one at next_n = 1 (Q and weights are re-read per chunk:
-  ~360 B vs ~180-290 B at tile 32, ~215-245 B at tile 64) and fewer at MTP4 (109 B vs 182 B), with
-  ~1/3 of the staged kernel's per-wave path length and 8x its CTAs on the small benchmark shapes.
-- Block tables: an entry is read only for pages < min(ceil(min(ctx, max_seq_len) / P), table width):
-  indices are clamped to that last page and the table resource is bounded to that many entries. A page
+  The variant per call (geometry.direct_tile) was chosen on the timing model: a CTA's time is a chain of
+  dependent latencies (kernarg -> ctx and table entry -> KV loads -> MFMAs -> store), so one wave that
+  scores all 64 heads and stores directly (no LDS exchange, no barrier) is the shortest; two row waves
+  score two rows at once for multi-row small grids; large multi-row grids take 64-token one-wave tiles
+  (the fewest CTAs and scalar instructions per CU). Compiled for >= 4 waves per SIMD (<= 128 VGPRs, the
+  direct budget).
+- Block tables: the staged kernel reads an entry only for pages < min(ceil(min(ctx, max_seq_len) / P),
+  table width): indices are clamped to that last page and the table resource is bounded to that many
+  entries. A page
   past the table's width or whose entry is not a page of kv_cache is never read (zero-sized resources)
   and its visible tokens score -inf (docs/safety.md); a cta_info row outside the launch stores nothing. Chunks past the
   row's visible limit are not computed at all; tokens past it inside a chunk are computed, never stored.
-  The direct kernel reads one entry per CTA, t0 // P for a chunk starting at t0 < min(ctx, max_seq_len).
+  The direct kernel reads one entry per CTA, t0 // P (the resource bounded by the table width), together
+  with ctx; the entry is used only when t0 < ctx, and a chunk whose page is invalid exits (the op's -inf
+  fill stands).
 - ctx > max_seq_len: the output row ends at max_seq_len (a runtime argument of both kernels), so a row's
   visible limit is min(ctx - next_n + 1 + n, max_seq_len), the reference's clipped region. The staged
   kernel clips it once per CTA (the chunk count, page clamp and store predicate all follow, nothing is

@@ -22,7 +22,7 @@ from ..registry import LaunchPlan
 from ..validate import (E8M0, FP4X2, INT32_MAX, check_choice, check_float, check_int, check_no_overlap, check_rows_disjoint,
                         check_same_device, check_tensor)
 from .. import checks
-from .geometry import DIRECT_HEADS, QUAD, WAVE, Staged, direct_params, direct_tile, staged_params
+from .geometry import DIRECT_HEADS, DIRECT_VARIANTS, QUAD, WAVE, Staged, direct_params, direct_tile, staged_params
 from .geometry import MAX_NEXT_N as DIRECT_MAX_NEXT_N
 from .schedule import default_parallel_units
 
@@ -33,8 +33,6 @@ DEFAULT_TILE = STAGED_TILES[0]
 MAX_NEXT_N = 16               # the staged kernel only divides the row index by next_n
 MAX_WARPS = 16                # 1024 threads per workgroup
 MAX_LDS = 160 * 1024          # gfx950 LDS per workgroup: bounds the staged chunk
-# (tile tokens, weight_load) of the direct kernel, as geometry.direct_tile picks them by grid size.
-DIRECT_VARIANTS = ((32, "vector"), (64, "vector"), (64, "scalar"))
 
 
 def block(params: dict) -> tuple:
@@ -249,20 +247,20 @@ def direct_plan(s: Shapes, max_seq_len: int, *, out, q_fp4, q_scale, kv_cache, k
     """2-D grid (ceil(max_seq_len / tile), B); context_lens must be int32 and contiguous (the kernel
     reads its entries as scalar dwords).
 
-    variant: None picks (tile, weight_load) from the grid size (geometry.direct_tile); tests and
-    benchmarks may force one of DIRECT_VARIANTS.
+    variant: None picks (tile, weight_load, waves) from the shape (geometry.direct_tile); tests and
+    benchmarks may force one of DIRECT_VARIANTS[heads].
     """
     cl = context_lens
     if not (isinstance(cl, Tensor) and cl.dtype is _I32 and cl.shape == (s.batch,) and cl.is_contiguous()
             and not cl.data_ptr() % DWORD_ALIGN):
         check_tensor("context_lens", cl, dtype=torch.int32, shape=(s.batch,), contiguous=True, align=DWORD_ALIGN)
     if variant is None:
-        tile, scalar = direct_tile(s.batch, max_seq_len)
-    elif tuple(variant) in DIRECT_VARIANTS:
-        tile, scalar = variant[0], variant[1] == "scalar"
+        tile, scalar, waves = direct_tile(s.heads, s.batch, s.next_n, max_seq_len)
+    elif tuple(variant) in DIRECT_VARIANTS[s.heads]:
+        tile, scalar, waves = variant[0], variant[1] == "scalar", variant[2]
     else:
-        raise ValueError(f"variant={variant!r} is not prebuilt; supported: {list(DIRECT_VARIANTS)}")
-    params = direct_params(s.heads, s.page_size, tile, scalar)
+        raise ValueError(f"variant={variant!r} is not prebuilt; supported: {list(DIRECT_VARIANTS[s.heads])}")
+    params = direct_params(s.heads, s.page_size, tile, scalar, waves)
     args = {
         "out": out, "q": q_fp4, "q_scale": q_scale, "kv_cache": kv_cache, "kv_scale": kv_scale,
         "block_tables": block_tables, "weights": weights, "context_lens": context_lens,

@@ -37,8 +37,8 @@ def _specs():
                         out.append(staged_params(h, d, p, bk, w))
     for h in DIRECT_HEADS:
         for p in PAGE_SIZES:
-            for tile, wl in plan.DIRECT_VARIANTS:
-                out.append(direct_params(h, p, tile, wl == "scalar"))
+            for tile, wl, waves in plan.DIRECT_VARIANTS[h]:
+                out.append(direct_params(h, p, tile, wl == "scalar", waves))
     return out
 
 

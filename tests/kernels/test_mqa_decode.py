@@ -185,7 +185,7 @@ def _direct(kv, q, qs, w, cl, msl, next_n, variant, *, out=None, weight_scale=1.
     plan = P.direct_plan(s, msl, out=out, q_fp4=q, q_scale=qs, kv_cache=kv.kv_cache, kv_scale=kv.kv_scale,
                          block_tables=kv.block_tables, weights=w, context_lens=cl, weight_scale=weight_scale,
                          variant=variant)
-    assert (plan.params["block_k"], plan.params["weight_load"]) == variant
+    assert (plan.params["block_k"], plan.params["weight_load"], plan.params["num_warps"]) == variant
     runtime.launch(plan)
     return out
 
@@ -197,10 +197,11 @@ DIRECT_CASES = [
 ]
 
 
-@pytest.mark.parametrize("variant", DIRECT_VARIANTS, ids=[f"t{t}-{w}" for t, w in DIRECT_VARIANTS])
+@pytest.mark.parametrize("k", range(3), ids=lambda k: f"variant{k}")
 @pytest.mark.parametrize("heads,page,next_n,ctx,msl", DIRECT_CASES,
                          ids=[f"h{c[0]}-p{c[1]}-n{c[2]}" for c in DIRECT_CASES])
-def test_direct_every_spec(heads, page, next_n, ctx, msl, variant):
+def test_direct_every_spec(heads, page, next_n, ctx, msl, k):
+    variant = DIRECT_VARIANTS[heads][k]
     next_n = next_n if variant[0] == 32 else {1: 4, 3: 5, 8: 8, 2: 2}[next_n]     # spread next_n over variants
     kv, q, qs, w, cl = _problem(heads * 3 + next_n + variant[0], ctx, next_n, heads, 128, page)
     out = _direct(kv, q, qs, w, cl, msl, next_n, variant)
@@ -221,17 +222,19 @@ def test_direct_strided_pool_strided_out_and_context_past_max_seq_len():
     assert (wide[:, :8] == 7.0).all() and (wide[:, 8 + msl:] == 7.0).all()
 
 
-def test_direct_grid_dispatch_scalar_weights_through_the_op(monkeypatch):
-    """17 sequences x 4096 columns: 2176 32-token CTAs > 1024 and 1088 64-token CTAs > 1024, so the op picks
-    the 64-token scalar-weight kernel; most CTAs start past their context and exit at once."""
+@pytest.mark.parametrize("heads,variant", [(128, (64, "scalar", 2)), (64, (64, "vector", 1))])
+def test_direct_grid_dispatch_through_the_op(monkeypatch, heads, variant):
+    """17 sequences x 4096 columns, 2 rows: 2176 32-token CTAs > 1024 and 1088 64-token CTAs > 1024, so the
+    op picks the 64-token kernels (H128: two waves, scalar weights; H64: one wave); most CTAs start past
+    their context and exit at once."""
     plans = []
     real = runtime.launch
     monkeypatch.setattr(runtime, "launch", lambda plan, stream=None: (plans.append(plan), real(plan))[1])
     ctx = [0, 70, 5, 130, 64, 1, 33, 96, 200, 2, 65, 128, 3, 150, 31, 80, 4]
-    kv, q, qs, w, cl = _problem(5, ctx, 2, 64, 128, 128)
+    kv, q, qs, w, cl = _problem(5, ctx, 2, heads, 128, 128)
     out = pa_mqa_logits_fp4(q, qs, kv.kv_cache, kv.kv_scale, kv.block_tables, w, cl, 4096, next_n=2,
                             kv_block_size=128)
     (plan,) = plans
     assert plan.params["path"] == "direct" and plan.grid == (64, 17, 1)
-    assert (plan.params["block_k"], plan.params["weight_load"]) == (64, "scalar")
+    assert (plan.params["block_k"], plan.params["weight_load"], plan.params["num_warps"]) == variant
     _check(out, kv, q, qs, w, cl, 4096, 2, 1.0)

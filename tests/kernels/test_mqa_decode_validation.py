@@ -4,7 +4,7 @@ import torch
 
 from flyaot.kernel_defs.mqa_common import layouts
 from flyaot.kernel_defs.mqa_decode import plan as P
-from flyaot.kernel_defs.mqa_decode.geometry import direct_tile
+from flyaot.kernel_defs.mqa_decode.geometry import DIRECT_VARIANTS, direct_tile
 from flyaot.kernel_defs.mqa_decode.schedule import build_schedule
 from flyaot.ops import _mqa_decode as op_module
 
@@ -164,18 +164,24 @@ def test_dispatch_direct_only_for_internal_d128_h64_h128(monkeypatch):
         assert _plan_of(monkeypatch, a, kw).params["path"] == "staged", (heads, head_dim)
 
 
-def test_direct_tile_follows_the_grid_size():
-    # 32-token tiles while B * ceil(max_seq_len / 32) <= 1024 CTAs, then 64-token tiles; scalar weight loads
-    # once even the 64-token grid exceeds 1024 CTAs (benchmark shapes: 2x512, 1x32K -> 32; 1x64K -> 64).
-    assert direct_tile(2, 512) == (32, False)
-    assert direct_tile(1, 32768) == (32, False)
-    assert direct_tile(1, 32769) == (64, False)
-    assert direct_tile(1, 65536) == (64, False)
-    assert direct_tile(1, 65537) == (64, True)
-    assert direct_tile(32, 1024) == (32, False)
-    assert direct_tile(33, 1024) == (64, False)
-    assert direct_tile(32, 32768) == (64, True)
-    assert direct_tile(16, 4352) == (64, True)
+def test_direct_tile_follows_heads_rows_and_grid_size():
+    # H64: one wave and 32-token tiles for single-row calls; multi-row calls take two waves while
+    # B * ceil(max_seq_len / 32) <= 1024 CTAs, else one wave with 64-token tiles. H128: two waves, 32-token
+    # tiles up to 1024 CTAs, then 64-token tiles, scalar weight loads once even that grid exceeds 1024.
+    assert direct_tile(64, 2, 1, 512) == (32, False, 1)
+    assert direct_tile(64, 1, 1, 131072) == (32, False, 1)
+    assert direct_tile(64, 2, 2, 512) == (32, False, 2)
+    assert direct_tile(64, 32, 2, 1024) == (32, False, 2)
+    assert direct_tile(64, 33, 2, 1024) == (64, False, 1)
+    assert direct_tile(64, 32, 4, 32768) == (64, False, 1)
+    assert direct_tile(128, 2, 1, 768) == (32, False, 2)
+    assert direct_tile(128, 1, 1, 32769) == (64, False, 2)
+    assert direct_tile(128, 1, 1, 65537) == (64, True, 2)
+    assert direct_tile(128, 16, 1, 4352) == (64, True, 2)
+    for heads in (64, 128):
+        for shape in ((1, 1, 100), (40, 3, 4096), (3, 8, 70000)):
+            tile, scalar, waves = direct_tile(heads, *shape)
+            assert (tile, "scalar" if scalar else "vector", waves) in DIRECT_VARIANTS[heads]
 
 
 def test_direct_variant_override_is_checked():
@@ -185,4 +191,4 @@ def test_direct_variant_override_is_checked():
     with pytest.raises(ValueError, match="variant"):
         P.direct_plan(s, 128, out=out, q_fp4=a["q_fp4"], q_scale=a["q_scale"], kv_cache=a["kv_cache"],
                       kv_scale=a["kv_scale"], block_tables=a["block_tables"], weights=a["weights"],
-                      context_lens=a["context_lens"], weight_scale=1.0, variant=(32, "scalar"))
+                      context_lens=a["context_lens"], weight_scale=1.0, variant=(32, "scalar", 2))
