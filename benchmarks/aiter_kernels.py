@@ -161,3 +161,19 @@ def launch(code, kernel, grid, block, kernarg: bytes, tensors):
     prep = Prepared.of(Program.from_code_object(code, kernel.name))
     ka = _with_hidden_args(kernel, kernarg, grid, block)
     return Launch(prep, grid, block, ka, mem)
+
+
+def gemm_launch(up, n: int, k: int, m: int, a: torch.Tensor):
+    """(Launch, config note) of upstream's A16WFP4 kernel on activations `a` [m, k] with its own config
+    choice, against random packed weights and unit scales."""
+    cfg = up.gemm_config(m, n, k)
+    launcher = up.gemm_kernel(n, k, cfg)
+    g = torch.Generator().manual_seed(1)
+    wq = torch.randint(0, 256, (n, k // 2), dtype=torch.uint8, generator=g)
+    ws = torch.full((n, k // 32), 127, dtype=torch.uint8)
+    out = torch.empty(m, n, dtype=torch.bfloat16)
+    vals = [a.data_ptr(), wq.data_ptr(), ws.data_ptr(), out.data_ptr(), m]
+    code, kern = compile_with(launcher, vals + [None])
+    grid = (-(-m // cfg.block_m), n // cfg.tile_n, 1)
+    return (launch(code, kern, grid, (256, 1, 1), pack_kernarg(kern, vals), [a, wq, ws, out]),
+            f"bm{cfg.block_m} tn{cfg.tile_n} tk{cfg.tile_k} kw{cfg.k_wave}")

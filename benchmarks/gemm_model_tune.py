@@ -47,19 +47,10 @@ def modeled(n, k, m, cfg, samples):
 def upstream(up, n, k, m, samples):
     """(kernel time, config note) of aiter's kernel with its own config choice."""
     import aiter_kernels as AK
-    cfg = up.gemm_config(m, n, k)
-    launcher = up.gemm_kernel(n, k, cfg)
     _, _, a = _problem(n, k, m)
-    g = torch.Generator().manual_seed(1)
-    wq = torch.randint(0, 256, (n, k // 2), dtype=torch.uint8, generator=g)
-    ws = torch.full((n, k // 32), 127, dtype=torch.uint8)
-    out = torch.empty(m, n, dtype=torch.bfloat16)
-    vals = [a.data_ptr(), wq.data_ptr(), ws.data_ptr(), out.data_ptr(), m]
-    code, kern = AK.compile_with(launcher, vals + [None])
-    grid = (-(-m // cfg.block_m), n // cfg.tile_n, 1)
-    L = AK.launch(code, kern, grid, (256, 1, 1), AK.pack_kernarg(kern, vals), [a, wq, ws, out])
+    L, note = AK.gemm_launch(up, n, k, m, a)
     t = timing.time_launch(L, samples=samples, functional=False)
-    return t.kernel_us, f"bm{cfg.block_m} tn{cfg.tile_n} tk{cfg.tile_k} kw{cfg.k_wave}"
+    return t.kernel_us, note
 
 
 def serves(cfg, n, k, m):

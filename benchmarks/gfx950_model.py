@@ -158,21 +158,12 @@ def upstream_prefill(up, row, b, q, kv, samples):
 
 def upstream_gemm(up, row, n, k, m, samples):
     import aiter_kernels as AK
-    cfg = up.gemm_config(m, n, k)
-    launcher = up.gemm_kernel(n, k, cfg)
-    g = torch.Generator().manual_seed(0)
-    a = torch.randn(m, k, generator=g).to(torch.bfloat16)
-    wq = torch.randint(0, 256, (n, k // 2), dtype=torch.uint8, generator=g)
-    ws = torch.full((n, k // 32), 127, dtype=torch.uint8)
-    out = torch.empty(m, n, dtype=torch.bfloat16)
-    vals = [a.data_ptr(), wq.data_ptr(), ws.data_ptr(), out.data_ptr(), m]
-    code, kern = AK.compile_with(launcher, vals + [None])
-    grid = (-(-m // cfg.block_m), n // cfg.tile_n, 1)
-    L = AK.launch(code, kern, grid, (256, 1, 1), AK.pack_kernarg(kern, vals), [a, wq, ws, out])
+    a = torch.randn(m, k, generator=torch.Generator().manual_seed(0)).to(torch.bfloat16)
+    L, note = AK.gemm_launch(up, n, k, m, a)
     res, rep = _time(L, samples)
     row.replays.append(rep)
     row.sampling_error = res.sampling_error
-    row.note = f"cfg bm{cfg.block_m} tn{cfg.tile_n} tk{cfg.tile_k} kw{cfg.k_wave}"
+    row.note = "cfg " + note
     return res
 
 
