@@ -89,6 +89,10 @@ def direct_kernel(g: Direct, name: str):
     PEEL = MH * NT < 16
     ONE_WAVE = g.head_waves == 1        # each wave scores whole rows and stores them
     RW = g.row_waves
+    # ReLU x weight folds into the row sum with one fused multiply-add per value (a shorter chain after the
+    # MFMAs); the scalar-weight kernel keeps a separate multiply and add: fused, its 64-token H128 build
+    # spills past the VGPR budget.
+    FUSED = not g.scalar_weights
 
     @flyc.kernel(name=name)
     def direct(out: fx.Pointer, q: fx.Pointer, q_scale: fx.Pointer, kv_cache: fx.Pointer,
@@ -111,7 +115,6 @@ def direct_kernel(g: Direct, name: str):
         ctx = B.scalar_load(context_lens, b, 1)[0]
         col = t0 >> Int32(P.bit_length() - 1)           # t0 >= 0: a shift, not a signed division
         page = B.scalar_load(block_tables, col, 1, Int64(b) * Int64(stride_bt) * Int64(4), bt_width * Int32(4))[0]
-        valid = ((col < bt_width) & (page >= Int32(0))) & (page < num_pages)
         lds = B.lds_alloc(g.lds_bytes) if g.lds_bytes else None
         b_row = b * next_n
 
@@ -137,7 +140,12 @@ def direct_kernel(g: Direct, name: str):
         # wave's first row (n_top) needs no ctx, and its loads can go out before the KV loads.
         n_top = next_n - Int32(1) - rw
         early = row_inputs(n_top, None if RW == 1 else n_top >= Int32(0))
-        if (t0 < ctx) & valid:
+        # One scalar test for the whole branch: every term is >= 0 exactly when the chunk starts before
+        # ctx, its column is inside the table, its page is a page of kv_cache (a negative page fails its
+        # own term) and the wave has a row.
+        live = arith.min(arith.min(ctx - Int32(1) - t0, bt_width - Int32(1) - col),
+                         arith.min(arith.min(num_pages - Int32(1) - page, page), n_top))
+        if live >= Int32(0):
             tin = t0 & Int32(P - 1)
             kv_rs = B.buffer_rsrc(kv_cache, Int64(page) * stride_kv, Int32(P * 64))
             kv = [B.buffer_load(kv_rs, grp * Int32(P * 16) + (tin + Int32(NTILE * j) + r) * Int32(16), 4)
@@ -163,7 +171,8 @@ def direct_kernel(g: Direct, name: str):
                         acc = B.mfma_fp4(fx.Vector.filled(4, 0.0, fx.Float32), qa[u], kv[j], qs, u, ks[dw], sel)
                         av = fx.Vector(acc)
                         for i in range_constexpr(4):
-                            s = s + arith.max(fx.Float32(av[i]), fx.Float32(0.0)) * wf[4 * u + i]
+                            x = arith.max(fx.Float32(av[i]), fx.Float32(0.0))
+                            s = fx.Float32(fx.fma(x, wf[4 * u + i], s)) if FUSED else s + x * wf[4 * u + i]
                     parts.append(s)
                 total = B.sum_over_lane_groups(parts)
                 tok = (grp if NT == 4 else grp >> Int32(1)) * Int32(NTILE) + r
@@ -173,7 +182,6 @@ def direct_kernel(g: Direct, name: str):
                     limit = arith.min(ctx - next_n + Int32(1) + n, max_seq_len)
                     out_rs = B.buffer_rsrc(out, Int64(b_row + n) * stride_out * Int64(4))
                     mine = (t0 + tok < limit) if NT == 4 else ((grp & Int32(1)) == Int32(0)) & (t0 + tok < limit)
-                    mine = mine if RW == 1 else mine & (n >= Int32(0))
                     if mine:
                         B.buffer_store(total * weight_scale, out_rs, (t0 + tok) * Int32(4))
                 else:
@@ -188,7 +196,6 @@ def direct_kernel(g: Direct, name: str):
             i0 = Int32(0)
             init = early
             if PEEL:
-                # a row wave without a row (n_top < 0) loaded nothing and stores nothing
                 score(n_top, early)
                 i0 = Int32(RW)
                 init = row_inputs(n_top - Int32(RW), n_top - Int32(RW) >= n_first)
