@@ -7,7 +7,7 @@ WAVE_SIZE = targets.get(targets.DEFAULT_TARGET).warp_size
 GROUP_THREADS = 1024          # the groups kernel is one workgroup: 16 waves share the row arrays in LDS
 ELEM_THREADS = 256            # windows / convert: one lane per row / slot
 MAX_ROWS = 32768              # rows whose per-row chunk counts the groups kernel holds in LDS (4 bytes each)
-FIT_POINTS = 4                # candidates the groups kernel tests per step of its chunks-per-slot search
+FIT_POINTS = 2                # candidates the groups kernel tests per step of its chunks-per-slot search
 
 
 def threads(layout: str) -> int:
