@@ -8,7 +8,8 @@ groups (one workgroup of GROUP_THREADS lanes, every scalar a runtime argument):
      every other row keeps 0.
   2. Chunks per slot: a search of fixed length, FIT_POINTS candidates per step (the reference's binary
      search finds the same smallest fit); a step sums ceil(count / s) over the LDS array per candidate
-     (exact across lanes and waves, two banks so one barrier per step suffices).
+     (exact across lanes and waves, two banks so one barrier per step suffices); each ceil(count / s) is
+     a multiplication by an f64 reciprocal of s made once per step (exact here, no integer division).
   3. The LDS array becomes the inclusive prefix sum of slices per row (same scans, carried across blocks).
   4. Slot pass, blocks of GROUP_THREADS slots: slot k finds the first row whose prefix exceeds k (a
      lower-bound search in LDS), re-reads that group's rows and writes its 8 ints; slots past the total
@@ -20,7 +21,7 @@ the inputs can move no access outside them; LDS indices are clamped to the rows 
 import flydsl.compiler as flyc
 import flydsl.expr as fx
 from flydsl.expr import gpu, range_constexpr
-from flydsl.expr.typing import Int32, Int64, T
+from flydsl.expr.typing import Float32, Float64, Int32, Int64, T
 
 from ..mqa_common import blocks as B
 from . import plan
@@ -51,6 +52,21 @@ def _load(rsrc, index):
 def _udiv(a, b):
     """a // b for a >= 0, b >= 1."""
     return Int32(fx.Uint32(a) // fx.Uint32(b))
+
+
+def _recip(s):
+    """1 / s in f64 to a relative error near 2^-46 (s >= 1): the f32 quotient, then one Newton step in f64."""
+    r0 = Float64(Float32(1.0) / Float32(s))
+    return r0 * (Float64(2.0) - Float64(s) * r0)
+
+
+def _ceil_div(c, s, recip):
+    """ceil(c / s) for 0 <= c, s <= 2^25 and s >= 1, given recip ~ 1/s in f64: (c + s - 1) = k s + j with
+    0 <= j < s, and (k s + j + 1/4) / s lies in [k + 1/(4 s), k + 1 - 3/(4 s)], so its floor is k when the
+    product's relative error stays far below 1/(4 (c + s)) (about 2^-46 here; 2^-28 would do). A few f64
+    operations instead of an integer division."""
+    q = (Float64(c + s - Int32(1)) + Float64(0.25)) * recip
+    return Int32(q)
 
 
 def _words(lds, offset, n: int):
@@ -156,11 +172,12 @@ def _groups_kernel(name: str):
             span = hi_s - lo_s
             pts = [lo_s + _udiv(span * Int32(j + 1), Int32(FIT_POINTS + 1)) for j in range_constexpr(FIT_POINTS)]
             parts = [Int32(0)] * FIT_POINTS
+            recips = [_recip(pts[j]) for j in range_constexpr(FIT_POINTS)]
             for base in range(Int32(0), n, Int32(GROUP_THREADS)):
                 r = Int32(base) + tid
                 c = Int32(B.lds_load(lds, fx.min(r, n - Int32(1)) * Int32(4), 1))
                 c = (r < n).select(c, Int32(0))
-                parts = [parts[j] + _udiv(c + pts[j] - Int32(1), pts[j]) for j in range_constexpr(FIT_POINTS)]
+                parts = [parts[j] + _ceil_div(c, pts[j], recips[j]) for j in range_constexpr(FIT_POINTS)]
             # a part is < 2^27 (at most MAX_ROWS / GROUP_THREADS terms below 2^22): its 16-bit halves
             # sum exactly in int32 over the wave and the waves, the total is rebuilt in int64
             bank = Int32(SUMS) + (Int32(it) & Int32(1)) * Int32(SUM_BANK)     # two banks: one barrier a step
@@ -190,11 +207,12 @@ def _groups_kernel(name: str):
 
         # 3. inclusive prefix sum of slices per row, in place
         done = Int32(0)
+        per_slot_recip = _recip(per_slot)
         for base in range(Int32(0), n, Int32(GROUP_THREADS)):
             r = Int32(base) + tid
             row_in = r < n
             c = Int32(B.lds_load(lds, fx.min(r, n - Int32(1)) * Int32(4), 1))
-            units = row_in.select(_udiv(c + per_slot - Int32(1), per_slot), Int32(0))
+            units = row_in.select(_ceil_div(c, per_slot, per_slot_recip), Int32(0))
             incl = fx.coop.warp_inclusive_scan(units, fx.ReductionOp.ADD)
             words = across_waves(incl)
             before, every = done, done
