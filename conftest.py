@@ -51,3 +51,14 @@ def probe_build(tmp_path_factory):
     proc = run_build("build", "--family", "probe", "--out", out, "--cache", cache, "--jobs", 2)
     manifest = json.loads((out / "manifest.json").read_text())
     return {"out": out, "cache": cache, "manifest": manifest, "stdout": proc.stdout}
+
+
+@pytest.fixture
+def private_jit_cache(tmp_path_factory, monkeypatch):
+    """Kernels missing from the prebuilt store are JIT-built into a cache owned by this test session
+    (request it autouse where a folder or module may compile)."""
+    monkeypatch.setenv("FLYAOT_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "flyaot-cache"))
+    import flyaot.runtime
+    flyaot.runtime.reset()
+    yield
+    flyaot.runtime.reset()

@@ -90,7 +90,7 @@ def _unpoisoned(bt, pages):
 def upstream_decode(up, row, b, nn, ctx_max, heads, samples):
     import aiter_kernels as AK
     from mqa_decode import problem
-    from flyaot.kernel_defs.mqa_decode.schedule import build_schedule, default_parallel_units
+    from flyaot.kernel_defs.mqa_runs_schedule.reference import varctx_reference as build_schedule, default_parallel_units
     args, msl, _ = problem(b, nn, ctx_max, heads, "cpu")
     q, qs, kv, kvs, bt, w, cl = args
     bt = _unpoisoned(bt, kv.shape[0])

@@ -23,8 +23,8 @@ from .. import runtime as _runtime
 from ..kernel_defs.gemm_a16wfp4 import configs as _configs
 from ..kernel_defs.gemm_a16wfp4 import plan as _gemm_plan
 from ..kernel_defs.gemm_a16wfp4.layout import PreparedMXFP4Weight as _Prepared
-from ..kernel_defs.mqa_decode.schedule import default_parallel_units as _default_units
-from ..kernel_defs.mqa_prefill import schedule as _prefill_schedule
+from ..kernel_defs.mqa_runs_schedule.plan import default_parallel_units as _default_units
+from ..kernel_defs.mqa_common.prefill_table import ROW_INFO_INTS
 from ..kernel_defs.mqa_runs_schedule import plan as _runs_schedule
 from ..kernel_defs.validate import check_int as _check_int
 from ..kernel_defs.validate import check_tensor as _check_tensor
@@ -38,7 +38,7 @@ __all__ = ["CTA_INFO_WIDTH", "DenseGemmConfig", "PreshuffledA16WFP4Weight", "a16
            "flydsl_pa_mqa_logits_fp4_prefill", "flydsl_pa_mqa_logits_fp4_varqlen", "is_flydsl_available",
            "prepare_gemm_a16wfp4_weight"]
 
-CTA_INFO_WIDTH = _prefill_schedule.ROW_INFO_INTS
+CTA_INFO_WIDTH = ROW_INFO_INTS
 _DECODE_INFO_WIDTH = 4
 
 

@@ -24,7 +24,6 @@ from ..validate import (E8M0, FP4X2, INT32_MAX, check_choice, check_float, check
 from .. import checks
 from .geometry import DIRECT_HEADS, DIRECT_VARIANTS, QUAD, WAVE, Staged, direct_params, direct_tile, staged_params
 from .geometry import MAX_NEXT_N as DIRECT_MAX_NEXT_N
-from .schedule import default_parallel_units
 
 # (block_k, num_warps) of the staged kernel that are prebuilt: the default 256x4 first, then the common
 # caller overrides. Any other tile the staged geometry allows is compiled on first use.
@@ -325,7 +324,8 @@ def plan_call(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, context
         if out is None:                   # an external schedule never fills a caller's out
             out = _minus_inf(None, rows, max_seq_len, q_fp4.device)
     else:
-        total_ctas = (default_parallel_units(s.batch, next_n, max_seq_len, bk) if parallel_unit_num is None
+        total_ctas = (runs_schedule.default_parallel_units(s.batch, next_n, max_seq_len, bk)
+                      if parallel_unit_num is None
                       else check_int("parallel_unit_num", parallel_unit_num, lo=1))
         cta_info, _, sched = runs_schedule.varctx_plan(context_lens, bk, total_ctas, max_seq_len, next_n)
         schedule = (sched,)

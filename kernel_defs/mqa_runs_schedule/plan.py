@@ -10,7 +10,6 @@ import functools
 
 import torch
 
-from ..mqa_decode.schedule import check_parallel_units
 from ..registry import LaunchPlan
 from ..validate import check_int, check_no_overlap, check_tensor
 from .geometry import MAX_SLOTS, MAX_TABLE_BYTES, THREADS, WIDTH
@@ -24,6 +23,19 @@ def block(params: dict) -> tuple:
 
 def symbol(params: dict) -> str:
     return f"mqa_runs_schedule_{params['layout']}"
+
+
+def default_parallel_units(batch: int, next_n: int, max_seq_len: int, block_k: int) -> int:
+    """The decode persistent grid when the caller names none: one slot per row and chunk."""
+    return batch * next_n * longest_run(max_seq_len, block_k)
+
+
+def check_parallel_units(pgrid: int, batch: int, next_n: int) -> None:
+    if pgrid % next_n:
+        raise ValueError(f"parallel_unit_num={pgrid} must be a multiple of next_n={next_n}")
+    if pgrid // next_n < batch:
+        raise ValueError(f"parallel_unit_num={pgrid}: parallel_unit_num // next_n must be >= the batch size "
+                         f"{batch}, else sequences would be dropped")
 
 
 def longest_run(max_seq_len: int, block_k: int) -> int:

@@ -12,7 +12,7 @@ from flyaot.kernel_defs.mqa_common import layouts
 from flyaot.kernel_defs.mqa_common.reference import compare, passes
 from flyaot.kernel_defs.mqa_decode import plan as P
 from flyaot.kernel_defs.mqa_decode.reference import pa_mqa_logits_reference, visible_mask
-from flyaot.kernel_defs.mqa_decode.schedule import build_schedule
+from flyaot.kernel_defs.mqa_runs_schedule.reference import varctx_reference as build_schedule
 from flyaot.kernel_defs.mqa_prefill import plan as PP
 from flyaot.kernel_defs.mqa_prefill import reference as R
 from flyaot.ops import pa_mqa_logits_fp4, pa_mqa_logits_fp4_prefill

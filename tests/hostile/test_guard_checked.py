@@ -7,7 +7,7 @@ import torch
 from flyaot import runtime
 from flyaot.kernel_defs.mqa_common.reference import compare, passes
 from flyaot.kernel_defs.mqa_decode.reference import pa_mqa_logits_reference, visible_mask
-from flyaot.kernel_defs.mqa_decode.schedule import build_schedule
+from flyaot.kernel_defs.mqa_runs_schedule.reference import varctx_reference as build_schedule
 from flyaot.kernel_defs.mqa_prefill import reference as R
 from flyaot.kernel_defs.mqa_prefill_meta import reference as meta_reference
 from flyaot.ops import _mqa_decode as decode

@@ -5,7 +5,7 @@ import torch
 
 from flyaot.kernel_defs.gemm_a16wfp4.layout import PreparedMXFP4Weight
 from flyaot.kernel_defs.gemm_a16wfp4.reference import random_weight
-from flyaot.kernel_defs.mqa_decode.schedule import build_schedule
+from flyaot.kernel_defs.mqa_runs_schedule.reference import varctx_reference as build_schedule
 from flyaot.ops import _gemm_a16wfp4 as gemm
 from flyaot.ops import _mqa_decode as decode
 from flyaot.ops import _mqa_prefill as prefill

@@ -11,7 +11,7 @@ import torch
 
 from flyaot.kernel_defs.mqa_common import layouts
 from flyaot.kernel_defs.mqa_decode.reference import pa_mqa_logits_reference, visible_mask
-from flyaot.kernel_defs.mqa_decode.schedule import build_schedule
+from flyaot.kernel_defs.mqa_runs_schedule.reference import varctx_reference as build_schedule
 from flyaot.kernel_defs.mqa_prefill.reference import prefill_logits, varqlen_windows, visible
 from flyaot.ops import (compute_prefill_schedule, gemm_a16wfp4, pa_mqa_logits_fp4, pa_mqa_logits_fp4_prefill,
                         pa_mqa_logits_fp4_varqlen, prepare_mxfp4_weight)

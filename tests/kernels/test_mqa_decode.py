@@ -15,19 +15,14 @@ from flyaot.kernel_defs.mqa_common.reference import compare, passes
 from flyaot import runtime
 from flyaot.kernel_defs.mqa_decode import plan as P
 from flyaot.kernel_defs.mqa_decode.reference import pa_mqa_logits_reference, visible_mask
-from flyaot.kernel_defs.mqa_decode.schedule import build_schedule
+from flyaot.kernel_defs.mqa_runs_schedule.reference import varctx_reference as build_schedule
 from flyaot.kernel_defs.mqa_decode.plan import DIRECT_VARIANTS
 from flyaot.ops import pa_mqa_logits_fp4
 
 
 @pytest.fixture(autouse=True)
-def _private_jit_cache(tmp_path_factory, monkeypatch):
-    """Kernels missing from the prebuilt store are JIT-built into a cache owned by this test session."""
-    monkeypatch.setenv("FLYAOT_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "flyaot-cache"))
-    import flyaot.runtime
-    flyaot.runtime.reset()
-    yield
-    flyaot.runtime.reset()
+def _private_jit_cache(private_jit_cache):
+    """Every test here may JIT-build a kernel the prebuilt store lacks (the root conftest's fixture)."""
 
 
 def _problem(seed, ctx, next_n, heads, head_dim, page, *, pool_gap=None, table_width=None):

@@ -5,7 +5,7 @@ import torch
 from flyaot.kernel_defs.mqa_common import layouts
 from flyaot.kernel_defs.mqa_decode import plan as P
 from flyaot.kernel_defs.mqa_decode.geometry import DIRECT_VARIANTS, direct_tile
-from flyaot.kernel_defs.mqa_decode.schedule import build_schedule
+from flyaot.kernel_defs.mqa_runs_schedule.reference import varctx_reference as build_schedule
 from flyaot.ops import _mqa_decode as op_module
 
 

@@ -16,7 +16,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from flyaot import runtime
 from flyaot.kernel_defs.gemm_a16wfp4.reference import gemm_reference, random_weight
 from flyaot.kernel_defs.mqa_decode.reference import pa_mqa_logits_reference
-from flyaot.kernel_defs.mqa_decode.schedule import build_schedule
+from flyaot.kernel_defs.mqa_runs_schedule.reference import varctx_reference as build_schedule
 from flyaot.kernel_defs.mqa_prefill_meta import reference as meta_reference
 from flyaot.ops import (gemm_a16wfp4, pa_mqa_logits_fp4, pa_mqa_logits_fp4_prefill, pa_mqa_logits_fp4_varqlen,
                         prepare_mxfp4_weight)
