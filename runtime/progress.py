@@ -33,7 +33,8 @@ class Progress:
         self.what, self.total, self.unit, self.delay, self.every = what, max(int(total), 0), unit, delay, every
         self.stream = stream if stream is not None else sys.stderr
         self.tty = tty if tty is not None else bool(getattr(self.stream, "isatty", lambda: False)())
-        self.start = self._last = time.monotonic()
+        self.start = time.monotonic()
+        self._last = self.start if self.tty else float("-inf")    # plain lines: the first right after `delay`
         self.done, self.shown = 0, False
 
     def line(self) -> str:
