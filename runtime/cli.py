@@ -49,9 +49,15 @@ def _torch_info() -> dict:
 
 
 def _hip_runtime_version():
-    """The HIP runtime's own version (hipRuntimeGetVersion of the library a ROCm torch loaded), else None."""
+    """The HIP runtime's own version (hipRuntimeGetVersion of the library a ROCm torch loads: its own copy
+    first, else the system's), else None. Only asked of a ROCm torch."""
     import ctypes
-    for name in ("libamdhip64.so", "libamdhip64.so.7", "libamdhip64.so.6"):
+
+    import torch
+    if not getattr(torch.version, "hip", None):
+        return None
+    bundled = sorted(str(p) for p in (pathlib.Path(torch.__file__).parent / "lib").glob("libamdhip64.so*"))
+    for name in bundled + ["libamdhip64.so", "libamdhip64.so.7", "libamdhip64.so.6"]:
         try:
             lib = ctypes.CDLL(name)
         except OSError:
