@@ -42,9 +42,11 @@ class Progress:
         rate = self.done / elapsed if elapsed > 0 else 0.0
         left = (self.total - self.done) / rate if rate > 0 and self.total else None
         eta = f"ETA {_duration(left)}" if left is not None else "ETA ?"
-        rate_s = f"{rate:.1f} {self.unit}/s" if rate >= 1 else (f"{1 / rate:.1f} s per {self.unit.rstrip('s')}"
-                                                                 if rate > 0 else "")
-        return f"{self.what}: {self.done}/{self.total} {self.unit}, {rate_s}, {_duration(elapsed)} elapsed, {eta}"
+        parts = [f"{self.done}/{self.total} {self.unit}"]
+        if rate > 0:
+            parts.append(f"{rate:.1f} {self.unit}/s" if rate >= 1 else f"{1 / rate:.1f} s each")
+        parts += [f"{_duration(elapsed)} elapsed", eta]
+        return f"{self.what}: {', '.join(parts)}"
 
     def update(self, done: int) -> None:
         self.done = done
