@@ -176,4 +176,6 @@ def flydsl_version() -> str:
     try:
         return version("flydsl")
     except PackageNotFoundError:
-        raise ToolchainError("flydsl is not installed; `python -m pip install flydsl==%s`" % FLYDSL_VERSION) from None
+        raise ToolchainError(f"FlyDSL is not installed: `python -m pip install 'flyaot[jit]'` installs FlyDSL "
+                             f"{FLYDSL_VERSION} with the linker (ziglang) and numpy a build needs (in a checkout: "
+                             "`python -m pip install -r requirements/build.txt`)") from None

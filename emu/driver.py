@@ -56,14 +56,16 @@ class Emulator:
         return EmuFunction(name, Prepared.of(prog), module.info.kernel(name))
 
     def launch(self, function: EmuFunction, grid, block, kernarg: bytes, buffers=(),
-               lds_bytes: int = 0) -> Counters:
+               lds_bytes: int = 0, progress=None) -> Counters:
+        """Run one launch to completion; `progress(workgroups done)` is called after each workgroup
+        (not in timing mode, which emulates only a sample)."""
         mem = Memory()
         for t in buffers:
             mem.register_tensor(t)
         kernarg = _with_hidden_args(function.kernel, bytes(kernarg), grid, block)
         launch = Launch(function.prepared, grid, block, kernarg, mem, lds_bytes)
         if not timing.enabled():
-            return launch.run()
+            return launch.run(progress)
         result = timing.time_driver_launch(function.name, launch)
         counters = launch.counters
         counters.timing = result          # the modeled MI355X time of this launch

@@ -199,13 +199,18 @@ class Launch:
         self.counters.workgroups += 1
         self.counters.waves += len(waves)
 
-    def run(self) -> Counters:
+    def run(self, progress=None) -> Counters:
+        """Run every workgroup; `progress(done)` is called after each (long launches report it)."""
         gx, gy, gz = self.grid
+        done = 0
         with np.errstate(all="ignore"):
             for z in range(gz):
                 for y in range(gy):
                     for x in range(gx):
                         self.run_workgroup((x, y, z))
+                        if progress is not None:
+                            done += 1
+                            progress(done)
         for k, c in enumerate(self.counts):
             if c:
                 name = CLASSES[self.prep.cls[k]]

@@ -16,6 +16,7 @@ from ..kernel_defs.gemm_a16wfp4 import layout, plan as gemm_plan
 from ..kernel_defs.gemm_a16wfp4.layout import PreparedMXFP4Weight
 from ..kernel_defs.gemm_a16wfp4.reference import decode_weight
 from ..kernel_defs.validate import E8M0, FP4X2, check_same_device, check_tensor
+from ._hints import GEMM, add_hint
 from ._torch_ops import dispatch_modes as _dispatch_modes, is_compiling as _is_compiling, on_stream, traced_op
 
 log = logging.getLogger(__name__)
@@ -29,14 +30,18 @@ def prepare_mxfp4_weight(w_packed, scales, *, allow_fallback: bool = False) -> P
     """w_packed [N, K/2] (uint8 or float4_e2m1fn_x2), scales [N, K/32] (uint8 or float8_e8m0fnu),
     natural layout (element 2i in the low nibble, one E8M0 per 32 consecutive K). Run once per weight.
     N or K not a multiple of 256: ValueError, or with allow_fallback=True a weight served by the BF16
-    fallback."""
+    fallback. flyaot.inputs.quantize_mxfp4(W) makes both from W [N, K] (docs/families/gemm_a16wfp4.md#formats)."""
     dims = {}
-    check_tensor("w_packed", w_packed, dtype=FP4X2, shape=("N", "K2"), dims=dims)
-    n, k = dims["N"], dims["K2"] * 2
-    check_tensor("scales", scales, dtype=E8M0, ndim=2)
-    if k % 32 or tuple(scales.shape) != (n, k // 32):
-        raise ValueError(f"scales: shape {tuple(scales.shape)} does not match w_packed {tuple(w_packed.shape)} "
-                         f"(expected [{n}, {k // 32}] with K % 32 == 0)")
+    try:
+        check_tensor("w_packed", w_packed, dtype=FP4X2, shape=("N", "K2"), dims=dims)
+        n, k = dims["N"], dims["K2"] * 2
+        check_tensor("scales", scales, dtype=E8M0, ndim=2)
+        if k % 32 or tuple(scales.shape) != (n, k // 32):
+            raise ValueError(f"scales: shape {tuple(scales.shape)} does not match w_packed {tuple(w_packed.shape)} "
+                             f"(expected [{n}, {k // 32}] with K % 32 == 0)")
+    except (TypeError, ValueError) as e:
+        add_hint(e, GEMM)
+        raise
     check_same_device(w_packed=w_packed, scales=scales)
     w, s = _as_uint8(w_packed), _as_uint8(scales)
     if not gemm_plan.fused_supported(n, k):
@@ -93,7 +98,8 @@ def gemm_a16wfp4(x: torch.Tensor, weight: PreparedMXFP4Weight, out=None, *, fuse
     accumulated in fp32. Returns `out` (allocated when None). `out` must not overlap x, the weight's
     tensors nor itself (row stride >= N); a hand-built PreparedMXFP4Weight must hold tensors of the
     shapes its n and k promise (both checked on every call, from metadata only). M=0 returns [0, N].
-    `stream`: the stream to launch on (default: torch's current stream of x's device).
+    `stream`: the stream to launch on (default: torch's current stream of x's device). Layouts:
+    docs/families/gemm_a16wfp4.md#formats (`prepare_mxfp4_weight` makes the fused one).
 
     Under torch.compile (or a dispatch mode) a fused weight runs torch.ops.flyaot.gemm_a16wfp4 (or
     gemm_a16wfp4_out with `out`) on the prepared tensors; the fallback is traced as torch ops."""

@@ -6,6 +6,7 @@ import torch
 from .. import runtime
 from ..kernel_defs.mqa_decode import plan as P
 from ..kernel_defs.mqa_runs_schedule.plan import varctx_plan
+from ._hints import MQA, add_hint
 from ._torch_ops import on_stream, traced_op
 
 
@@ -51,15 +52,22 @@ def pa_mqa_logits_fp4(q_fp4: torch.Tensor, q_scale: torch.Tensor, kv_cache: torc
     launch. The values of block_tables, context_lens and cta_info are validated only in checked mode
     (FLYAOT_CHECK=1, one host sync per call, not under graph capture; see kernel_defs/checks.py).
 
+    Layouts: docs/families/mqa_decode.md#formats; flyaot.inputs builds them from natural tensors
+    (quantize_q, paged_kv, lengths).
+
     Under torch.compile (or a dispatch mode) the call is torch.ops.flyaot.pa_mqa_logits_fp4, or
     pa_mqa_logits_fp4_out with `out`; `stream` must then be None.
     """
     with on_stream(stream):
-        out, plans = P.plan_call(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, context_lens,
-                                max_seq_len, weight_scale=weight_scale, next_n=next_n, block_k=block_k,
-                                kv_block_size=kv_block_size, num_warps=num_warps,
-                                parallel_unit_num=parallel_unit_num, out=out, cta_info=cta_info,
-                                total_ctas=total_ctas, check_values=runtime.runtime().config.check)
+        try:
+            out, plans = P.plan_call(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, context_lens,
+                                    max_seq_len, weight_scale=weight_scale, next_n=next_n, block_k=block_k,
+                                    kv_block_size=kv_block_size, num_warps=num_warps,
+                                    parallel_unit_num=parallel_unit_num, out=out, cta_info=cta_info,
+                                    total_ctas=total_ctas, check_values=runtime.runtime().config.check)
+        except (TypeError, ValueError) as e:
+            add_hint(e, MQA)
+            raise
         runtime.launch_all(plans, stream=stream)      # the internal schedule (if any), then the kernel
     return out
 

@@ -17,6 +17,7 @@ from ..kernel_defs.mqa_prefill import plan as _plan
 from ..kernel_defs.mqa_prefill.geometry import CTA_INFO_INTS
 from ..kernel_defs.mqa_prefill_meta import plan as _meta
 from ..kernel_defs.validate import check_int, check_no_overlap, check_tensor
+from ._hints import MQA, add_hint
 from ._torch_ops import on_stream, traced_op
 
 __all__ = ["pa_mqa_logits_fp4_prefill", "pa_mqa_logits_fp4_varqlen", "compute_prefill_schedule",
@@ -127,13 +128,20 @@ def pa_mqa_logits_fp4_prefill(q_fp4: torch.Tensor, q_scale: torch.Tensor, kv_cac
     not overlap any input nor itself (row stride >= max_seq_len). No batch (block_tables with 0 rows),
     no rows or max_seq_len 0: the all -inf result, nothing launched. Index values (row_to_batch, windows
     inside the block table, table entries, cta_info) are validated only in checked mode (FLYAOT_CHECK=1,
-    one host sync, not under graph capture)."""
+    one host sync, not under graph capture).
+
+    Layouts: docs/families/mqa_prefill.md#formats (Q [T, ...], the KV pages of decode); flyaot.inputs
+    builds them from natural tensors (quantize_q, paged_kv, causal_windows)."""
     with on_stream(stream):
-        out, plans = _plan.plan_call(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, row_to_batch,
-                                     local_starts, local_ends, max_seq_len, weight_scale=weight_scale,
-                                     block_k=block_k, kv_block_size=kv_block_size, num_warps=num_warps,
-                                     parallel_unit_num=parallel_unit_num, out=out, cta_info=cta_info,
-                                     n_ctas=n_ctas, check_values=runtime.runtime().config.check)
+        try:
+            out, plans = _plan.plan_call(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, row_to_batch,
+                                         local_starts, local_ends, max_seq_len, weight_scale=weight_scale,
+                                         block_k=block_k, kv_block_size=kv_block_size, num_warps=num_warps,
+                                         parallel_unit_num=parallel_unit_num, out=out, cta_info=cta_info,
+                                         n_ctas=n_ctas, check_values=runtime.runtime().config.check)
+        except (TypeError, ValueError) as e:
+            add_hint(e, MQA)
+            raise
         runtime.launch_all(plans, stream=stream)      # the metadata kernel (if any), then the kernel
     return out
 
@@ -153,7 +161,8 @@ def pa_mqa_logits_fp4_varqlen(q_fp4: torch.Tensor, q_scale: torch.Tensor, kv_cac
                               parallel_unit_num: Optional[int] = None, out=None,
                               cta_info: Optional[torch.Tensor] = None, n_ctas: Optional[int] = None, stream=None):
     """Per-batch variable qlen (MTP / chunked prefill tail): row n of batch b sees t <= ctx_b - qlen_b + n.
-    Pass `windows` (from compute_varqlen_windows, reusable) or `cu_seq_q` + `context_lens`. Under
+    Pass `windows` (from compute_varqlen_windows, reusable) or `cu_seq_q` + `context_lens`
+    (flyaot.inputs.cu_seqlens, lengths; layouts: docs/families/mqa_prefill.md#formats). Under
     torch.compile (or a dispatch mode), cu_seq_q + context_lens go to the op of the same name (or its
     `_out` variant); `windows` go to the prefill op."""
     if windows is None:

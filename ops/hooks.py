@@ -33,9 +33,22 @@ def _op_module(family: str):
     return importlib.import_module(name)      # an import error inside it is the family's failure, not "none"
 
 
-def run(hook: str, device: str, only=None) -> list:
-    """[(family, case, ok_or_value, detail)] from every family whose op module defines `hook`."""
-    rows = []
+def families_with(hook: str) -> list:
+    """The families whose op module defines `hook` (an op module that fails to import counts: running
+    the hook reports its error)."""
+    out = []
+    for family in registry.family_names():
+        try:
+            if callable(getattr(_op_module(family), hook, None)):
+                out.append(family)
+        except Exception:
+            out.append(family)
+    return out
+
+
+def run(hook: str, device: str, only=None):
+    """(family, case, ok_or_value, detail) of every family whose op module defines `hook`, yielded as
+    each case finishes."""
     for family in registry.family_names():
         if only and family not in only:
             continue
@@ -44,10 +57,9 @@ def run(hook: str, device: str, only=None) -> list:
             if not callable(fn):
                 continue
             for case, value, detail in fn(device):
-                rows.append((family, case, value, detail))
+                yield family, case, value, detail
         except Exception as e:   # one broken family must not hide the others' results
-            rows.append((family, "<hook raised>", False, _error(e)))
-    return rows
+            yield family, "<hook raised>", False, _error(e)
 
 
 def check(case: str, fn) -> tuple:
@@ -88,27 +100,88 @@ def timed(case: str, fn, device: str, detail: str = "", *, emu_calls: int = 3) -
         return case, False, _error(e)
 
 
-def _default_device(config) -> str:
-    """cpu (the emulator) when FLYAOT_DEVICE=emu or torch sees no GPU, else cuda (torch's name for HIP too)."""
+def _device(a, config, hook: str) -> tuple:
+    """(torch device, families) for a selftest/bench command, or a UsageError saying what to pass."""
     import torch
-    return "cuda" if config.device != "emu" and torch.cuda.is_available() else "cpu"
+
+    from ..runtime.cli import UsageError
+    have = families_with(hook)
+    for f in a.family or []:
+        if f not in registry.family_names():
+            raise UsageError(f"unknown family {f!r} (families: {', '.join(registry.family_names())})")
+        if f not in have:
+            raise UsageError(f"family {f!r} has no {hook} (families with one: {', '.join(have) or 'none'})")
+    if not have:
+        raise UsageError(f"no family has a {hook}")
+    wanted = (a.device or "").lower()
+    if not wanted:       # cpu (the emulator) when FLYAOT_DEVICE=emu or torch sees no GPU, else the GPU
+        return ("cuda" if config.device != "emu" and torch.cuda.is_available() else "cpu"), a.family or have
+    if wanted in ("cpu", "emu"):
+        return "cpu", a.family or have
+    build = (f"a ROCm/HIP build ({torch.version.hip})" if torch.version.hip else
+             f"a CUDA build ({torch.version.cuda})" if torch.version.cuda else "a CPU-only build")
+    if wanted in ("rocm", "hip") and not torch.version.hip:
+        raise UsageError(f"--device {wanted}: torch {torch.__version__} is {build}, not a ROCm build "
+                         "(README, Installing); use --device cpu for the emulator")
+    if not torch.cuda.is_available():
+        raise UsageError(f"torch sees no GPU (torch {torch.__version__}, {build}); use --device cpu for the emulator")
+    return "cuda", a.family or have
+
+
+def _run_streaming(hook: str, device: str, families: list, show) -> list:
+    """Run the hook over `families`, calling show(row) as each case finishes, with a progress bar over
+    the families on a terminal (plain progress lines otherwise)."""
+    from ..runtime import progress
+    progress.plain_lines(True)
+    bar = progress.Progress(f"{hook} on {device}", len(families), "families", delay=0.0, every=60.0)
+    rows = []
+    try:
+        for i, family in enumerate(families):
+            for row in run(hook, device, [family]):
+                bar.clear()
+                rows.append(row)
+                show(row)
+                bar.update(i)
+            bar.update(i + 1)
+    finally:
+        bar.close()
+    return rows
+
+
+def _print_json(rows, device, value_key) -> None:
+    import json
+    print(json.dumps({"device": device, "cases": [
+        {"family": f, "case": c, value_key: v, "detail": d} for f, c, v, d in rows]}, indent=1))
 
 
 def cmd_selftest(a, config) -> int:
-    device = a.device or _default_device(config)
-    rows = run("selftest", device, a.family)
-    for family, case, ok, detail in rows:
-        print(f"{'PASS' if ok else 'FAIL'} {family} {case}" + (f": {detail}" if detail else ""))
+    device, families = _device(a, config, "selftest")
+
+    def show(row):
+        family, case, ok, detail = row
+        if not a.json:
+            print(f"{'PASS' if ok else 'FAIL'} {family} {case}" + (f": {detail}" if detail else ""), flush=True)
+    rows = _run_streaming("selftest", device, families, show)
     failed = sum(1 for r in rows if not r[2])
-    print(f"{len(rows) - failed} passed, {failed} failed on {device}" + ("" if rows else " (no family has a selftest)"))
+    if a.json:
+        _print_json([(f, c, bool(ok), d) for f, c, ok, d in rows], device, "ok")
+    else:
+        print(f"{len(rows) - failed} passed, {failed} failed on {device}")
     return 1 if failed or not rows else 0
 
 
-def cmd_bench(a, config) -> int:
-    device = a.device or _default_device(config)
-    rows = run("bench", device, a.family)
-    for family, case, us, detail in rows:
-        shown = f"{us:10.2f} us" if isinstance(us, (int, float)) and not isinstance(us, bool) else "    FAILED"
-        print(f"{family:16} {case:40} {shown}  {detail}")
-    return 0 if rows and all(not isinstance(r[2], bool) for r in rows) else 1
+def _shown(us) -> bool:
+    return isinstance(us, (int, float)) and not isinstance(us, bool)
 
+
+def cmd_bench(a, config) -> int:
+    device, families = _device(a, config, "bench")
+
+    def show(row):
+        family, case, us, detail = row
+        if not a.json:
+            print(f"{family:16} {case:40} {f'{us:10.2f} us' if _shown(us) else '    FAILED'}  {detail}", flush=True)
+    rows = _run_streaming("bench", device, families, show)
+    if a.json:
+        _print_json([(f, c, us if _shown(us) else None, d) for f, c, us, d in rows], device, "us_per_call")
+    return 0 if rows and all(_shown(r[2]) for r in rows) else 1

@@ -1,8 +1,5 @@
-"""Modeled MI355X time of a flyaot op at a shape, from the emulator's timing model.
-
-    flyaot model gemm N K M
-    flyaot model decode B NEXT_N MAX_CTX [HEADS]
-    flyaot model prefill B Q KV [HEADS]
+"""Modeled MI355X time of a flyaot op at a shape, from the emulator's timing model (`flyaot model`: cli.py
+parses its arguments and prints the result).
 
 The op runs on the emulator with random inputs of that shape (contexts of decode rows are MAX_CTX,
 prefill rows use the tail-causal windows of the varqlen rule) and only a sample of its workgroups
@@ -10,9 +7,6 @@ emulated; the kernel time comes from a cycle-approximate model of gfx950, calibr
 MI355X kernel times (docs/timing-model.md). It is a model, not a measurement: the printed validation
 error is how far the model was from measured upstream kernels it was not fitted on.
 """
-import argparse
-import sys
-
 import torch
 
 PAGE, HEAD_DIM = 64, 128
@@ -62,7 +56,8 @@ OPS = {"gemm": _gemm, "decode": _decode, "prefill": _prefill}
 
 
 def modeled_us(family: str, *shape, samples: int = 8) -> dict:
-    """{'us', 'kernels': [(name, us, sampling error)], 'validation_error'} for one op call."""
+    """{'us', 'kernels': [(name, us, sampling error)], 'fill_us', 'launch_us', 'validation_error'} for one
+    op call; 'us' is the sum of the kernels, the fill and the launch term."""
     import os
 
     from ..emu import timing
@@ -77,29 +72,4 @@ def modeled_us(family: str, *shape, samples: int = 8) -> dict:
     kernels = [(name, t.kernel_us, t.sampling_error) for name, t, _ in rec.launches]
     fill = fill_bytes / (T.HBM_BYTES_PER_S * min(1.0, params.bandwidth_efficiency)) * 1e6
     return {"us": sum(k[1] for k in kernels) + fill + params.launch_us, "kernels": kernels,
-            "fill_us": fill, "validation_error": T.VALIDATION.get(family)}
-
-
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="flyaot model", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("family", choices=sorted(OPS))
-    ap.add_argument("shape", type=int, nargs="+")
-    ap.add_argument("--samples", type=int, default=8, help="workgroups emulated per launch")
-    a = ap.parse_args(argv)
-    r = modeled_us(a.family, *a.shape, samples=a.samples)
-    shape = "x".join(map(str, a.shape))
-    print(f"{a.family} {shape}: modeled MI355X time {r['us']:.2f} us  (a MODEL estimate, not a measurement)")
-    for name, us, err in r["kernels"]:
-        print(f"  kernel {name}: {us:.2f} us (sampling error {100 * err:.0f}%)")
-    if r["fill_us"]:
-        print(f"  -inf fill of the logits: {r['fill_us']:.2f} us")
-    v = r["validation_error"]
-    if v:
-        print(f"  model validation on held-out MI355X measurements of this family: geomean |error| "
-              f"{100 * v[0]:.0f}%, max |error| {100 * v[1]:.0f}%")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+            "fill_us": fill, "launch_us": params.launch_us, "validation_error": T.VALIDATION.get(family)}

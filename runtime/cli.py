@@ -1,11 +1,26 @@
 """The runtime's commands of `flyaot` / `python -m flyaot` (env, alias collect-env; list, verify,
-clear-cache); flyaot.cli adds the ops' ones."""
+clear-cache); flyaot.cli adds the ops' ones.
+
+No command shows a user a traceback: a bad argument or setting is one `flyaot <verb>: error: ...` line
+(exit 2), a failure of the work one such line naming the exception (exit 1; FLYAOT_LOG_LEVEL=DEBUG logs
+the traceback), a closed output pipe (`flyaot env --json | head`) ends the command quietly."""
 import argparse
 import json
 import logging
 import os
+import pathlib
 import platform
 import sys
+
+log = logging.getLogger(__name__)
+
+
+class UsageError(Exception):
+    """A bad argument or setting: printed as one line, exit status 2 (as argparse's own)."""
+
+
+def emit_json(obj) -> None:
+    print(json.dumps(obj, indent=1))
 
 
 def _versions() -> dict:
@@ -21,6 +36,79 @@ def _versions() -> dict:
     return out
 
 
+def _torch_info() -> dict:
+    """torch's build flavour: which GPU runtime (if any) this torch was compiled for."""
+    try:
+        import torch
+    except ImportError as e:
+        return {"build": f"not importable ({e})"}
+    hip, cuda = getattr(torch.version, "hip", None), getattr(torch.version, "cuda", None)
+    build = f"ROCm/HIP {hip}" if hip else f"CUDA {cuda}" if cuda else "CPU only"
+    return {"version": torch.__version__, "build": build, "hip": hip, "cuda": cuda,
+            "gpu_visible": bool(torch.cuda.is_available())}
+
+
+def _hip_runtime_version():
+    """The HIP runtime's own version (hipRuntimeGetVersion of the library a ROCm torch loads: its own copy
+    first, else the system's), else None. Only asked of a ROCm torch."""
+    import ctypes
+
+    import torch
+    if not getattr(torch.version, "hip", None):
+        return None
+    bundled = sorted(str(p) for p in (pathlib.Path(torch.__file__).parent / "lib").glob("libamdhip64.so*"))
+    for name in bundled + ["libamdhip64.so", "libamdhip64.so.7", "libamdhip64.so.6"]:
+        try:
+            lib = ctypes.CDLL(name)
+        except OSError:
+            continue
+        v = ctypes.c_int()
+        if lib.hipRuntimeGetVersion(ctypes.byref(v)) == 0:
+            # HIP_VERSION encoding: major * 10**7 + minor * 10**5 + patch
+            return f"{v.value // 10**7}.{v.value // 10**5 % 100}.{v.value % 10**5}"
+    return None
+
+
+def _rocm_install_version():
+    for root in filter(None, (os.environ.get("ROCM_PATH"), "/opt/rocm")):
+        info = pathlib.Path(root) / ".info" / "version"
+        if info.is_file():
+            return f"{info.read_text().strip()} ({root})"
+    return None
+
+
+def machine_gpu_targets() -> list:
+    """The AMD GPU targets the kernel driver (KFD) reports, whatever torch was built for: gfx_target_version
+    90500 is gfx950 (major * 10000 + minor * 100 + stepping, the last two printed in hex)."""
+    out = []
+    for props in sorted(pathlib.Path("/sys/class/kfd/kfd/topology/nodes").glob("*/properties")):
+        try:
+            fields = dict(line.split(None, 1) for line in props.read_text().splitlines() if " " in line)
+            v = int(fields.get("gfx_target_version", "0"))
+        except (OSError, ValueError):
+            continue
+        if v:
+            out.append(f"gfx{v // 10000}{v // 100 % 100:x}{v % 100:x}")
+    return out
+
+
+def torch_build_warnings(torch_info: dict, machine_targets: list, store_targets: list) -> list:
+    """Why this torch cannot run the stores' code objects here, if it cannot (empty list otherwise)."""
+    amd = sorted(set(machine_targets) & set(store_targets))
+    if not amd or torch_info.get("hip"):
+        return []
+    what = f"a CUDA build (CUDA {torch_info['cuda']})" if torch_info.get("cuda") else "a CPU-only build"
+    return [f"torch {torch_info.get('version')} is {what}, but this machine has {', '.join(amd)} GPUs, which the "
+            "stores target: install torch's ROCm build first (README, Installing), else only the emulator runs"]
+
+
+def _platform_info() -> dict:
+    libc, libc_version = platform.libc_ver()
+    return {"executable": sys.executable, "os": platform.platform(),
+            "libc": f"{libc} {libc_version}" if libc else None, "hip_runtime": _hip_runtime_version(),
+            "rocm": _rocm_install_version(), "amd_gpus (kfd)": ", ".join(machine_gpu_targets()) or None}
+
+
 def _device_info() -> dict:
     import torch
 
@@ -31,8 +119,13 @@ def _device_info() -> dict:
         except ImportError as e:     # no numpy: say so, the report is still wanted
             return {"driver": "emu", "device": f"cpu (emulator unavailable: {e})", "target": None}
         return {"driver": "emu", "device": f"cpu ({target} emulator)", "target": target}
-    name = drivers.name_for(0, os.environ.get("FLYAOT_DEVICE", ""))
+    try:
+        name = drivers.name_for(0, os.environ.get("FLYAOT_DEVICE", "").strip().lower())
+    except ValueError as e:      # a FLYAOT_DEVICE that does not fit: reported under "invalid"
+        name = f"- ({e})"
     info = {"driver": name, "device": torch.cuda.get_device_name(0), "count": torch.cuda.device_count()}
+    if name.startswith("-"):
+        return info
     try:
         info["target"] = drivers.get(name).target(0)
     except Exception as e:       # report, do not die: env is the command people run when things are broken
@@ -53,22 +146,53 @@ def _open_stores(config) -> list:
     return rows
 
 
+def config_for_report():
+    """(Config, {variable: error}): the settings with every invalid variable left out, so that `env`, the
+    command people run when something is broken, still reports everything else."""
+    from .config import Config
+    invalid, saved = {}, {}
+    try:
+        while True:
+            try:
+                return Config.from_env(), invalid
+            except ValueError as e:
+                var = str(e).split("=", 1)[0]
+                if var not in os.environ or var in saved:
+                    raise
+                invalid[var] = str(e)
+                saved[var] = os.environ.pop(var)
+    finally:
+        os.environ.update(saved)
+
+
 def cmd_env(a, config) -> int:
     from . import config as cfg
     from .launchers import c_launcher_status
+    config, invalid = config_for_report()
+    stores = [{"kind": k, "path": str(r), "target": s.target if s else None,
+               "specs": len(s.by_key) if s else None, "error": err}
+              for k, r, s, err in _open_stores(config)]
+    torch_info = _torch_info()
     env = {
         "versions": _versions(),
+        "torch": torch_info,
+        "platform": _platform_info(),
         "device": _device_info(),
         "c_launcher": c_launcher_status(),
-        "stores": [{"kind": k, "path": str(r), "target": s.target if s else None,
-                    "specs": len(s.by_key) if s else None, "error": err}
-                   for k, r, s, err in _open_stores(config)],
+        "stores": stores,
         "env": {v: os.environ.get(v) for v in cfg.ENV_VARS},
+        "invalid": invalid,
+        "warnings": torch_build_warnings(torch_info, machine_gpu_targets(),
+                                         [s["target"] for s in stores if s["target"]]),
     }
     if a.json:
-        print(json.dumps(env, indent=1))
+        emit_json(env)
         return 0
     for section, body in env.items():
+        if section in ("invalid", "warnings"):
+            for line in (body.values() if section == "invalid" else body):
+                print(f"{section[:-1] if section == 'warnings' else 'INVALID'}: {line}")
+            continue
         if isinstance(body, list):
             print(f"{section}:")
             for row in body:
@@ -84,10 +208,22 @@ def cmd_env(a, config) -> int:
     return 0
 
 
+LIST_COLUMNS = (("key", "<"), ("store", "<"), ("id", "<"), ("size", ">"), ("vgpr", ">"), ("agpr", ">"),
+                ("sgpr", ">"), ("lds", ">"))
+
+
 def cmd_list(a, config) -> int:
     rows = []
+    bad = [w for w in a.where or [] if "=" not in w or not w.split("=", 1)[0]]
+    if bad:
+        raise UsageError(f"--where {bad[0]!r}: expected PARAM=VALUE (e.g. --where heads=64)")
     where = dict(w.split("=", 1) for w in a.where or [])
-    for kind, root, store, err in _open_stores(config):
+    opened = _open_stores(config)
+    known = sorted({e["family"] for _, _, s, _ in opened if s for _, e in s.by_key.values()})
+    for f in a.family or []:
+        if f not in known:
+            raise UsageError(f"unknown family {f!r} (families in the stores: {', '.join(known) or 'none'})")
+    for kind, root, store, err in opened:
         if err:
             print(f"warning: {kind} store {root} refused: {err}", file=sys.stderr)
             continue
@@ -102,12 +238,14 @@ def cmd_list(a, config) -> int:
             rows.append({"key": key, "id": sid, "store": kind, "size": e["size"], "vgpr": r.get("vgpr"),
                          "agpr": r.get("agpr"), "sgpr": r.get("sgpr"), "lds": r.get("lds")})
     if a.json:
-        print(json.dumps(rows, indent=1))
-    else:
-        for r in rows:
-            print(f"{r['key']:60} {r['store']:8} {r['id']} {r['size']:7} B  vgpr {r['vgpr']} agpr {r['agpr']} "
-                  f"sgpr {r['sgpr']} lds {r['lds']}")
-        print(f"{len(rows)} specs")
+        emit_json(rows)
+        return 0
+    names = [("size (B)" if c == "size" else c) for c, _ in LIST_COLUMNS]
+    cells = [[("-" if r[c] is None else str(r[c])) for c, _ in LIST_COLUMNS] for r in rows]
+    widths = [max(len(x) for x in col) for col in zip(names, *cells)]
+    for line in [names] + cells:
+        print("  ".join(f"{x:{al}{w}}" for x, w, (_, al) in zip(line, widths, LIST_COLUMNS)).rstrip())
+    print(f"{len(rows)} specs")
     return 0
 
 
@@ -129,9 +267,14 @@ def cmd_verify(a, config) -> int:
         return True
 
     report = verify.verify(locations(config), load=load if gpu else None)
-    for line in report.problems:
-        print(line)
-    print(report.line(f", {report.loaded} loaded on {gpu.name} device 0" if gpu else " (no GPU load)"))
+    summary = report.line(f", {report.loaded} loaded on {gpu.name} device 0" if gpu else " (no GPU load)")
+    if a.json:
+        emit_json({"problems": list(report.problems), "loaded": report.loaded if gpu else None,
+                   "summary": summary})
+    else:
+        for line in report.problems:
+            print(line)
+        print(summary)
     return 1 if report.problems else 0
 
 
@@ -140,8 +283,14 @@ def cmd_clear_cache(a, config) -> int:
     from ..store import lock
     root = config.cache_dir
     if not root.exists():
-        print(f"{root}: nothing to clear")
+        if a.json:
+            emit_json({"path": str(root), "removed": 0})
+        else:
+            print(f"{root}: nothing to clear")
         return 0
+    if not root.is_dir():
+        raise UsageError(f"the cache path {root} (FLYAOT_CACHE_DIR or the default) is not a directory; "
+                         "point FLYAOT_CACHE_DIR at a directory")
     removed = 0
     # Under the manifest lock, so no JIT publish interleaves; lock files stay (see store/lock.py).
     with lock.exclusive(str(root / "locks" / "manifest.lock"), timeout=config.jit_timeout,
@@ -150,17 +299,34 @@ def cmd_clear_cache(a, config) -> int:
             if path.is_file():
                 path.unlink()
                 removed += 1
-    print(f"{root}: removed {removed} files")
+    if a.json:
+        emit_json({"path": str(root), "removed": removed})
+    else:
+        print(f"{root}: removed {removed} files")
     return 0
+
+
+def _quiet_stdout() -> None:
+    """After a broken pipe: point stdout at /dev/null so the interpreter's final flush stays silent."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 def main(argv=None, extra_commands=()) -> int:
     """The runtime's commands plus `extra_commands` [(name, help, configure(parser), fn(args, config))]
-    that the rooms above it add (flyaot.cli passes the ops' selftest and bench)."""
-    logging.basicConfig(level=os.environ.get("FLYAOT_LOG_LEVEL", "WARNING").upper(),
-                        format="%(levelname)s %(name)s: %(message)s")
+    that the rooms above it add (flyaot.cli passes the ops' selftest, bench and model). A command's
+    `fn` may raise UsageError for a bad argument; any other exception is reported in one line."""
+    from .. import FLYDSL_VERSION, __version__
+    level = os.environ.get("FLYAOT_LOG_LEVEL", "WARNING").strip().upper()
+    bad_level = not isinstance(logging.getLevelName(level), int)
+    logging.basicConfig(level="WARNING" if bad_level else level, format="%(levelname)s %(name)s: %(message)s")
     p = argparse.ArgumentParser(prog="flyaot", description="flyaot runtime tools")
-    sub = p.add_subparsers(dest="cmd", required=True)
+    p.add_argument("--version", action="version",
+                   version=f"flyaot {__version__} (kernels compiled with FlyDSL {FLYDSL_VERSION})")
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
     # collect-env: the name bug-report templates ask for.
     e = sub.add_parser("env", aliases=["collect-env"], help="versions, device, target, stores, environment")
     e.add_argument("--json", action="store_true")
@@ -173,12 +339,39 @@ def main(argv=None, extra_commands=()) -> int:
     ls.set_defaults(fn=cmd_list)
     v = sub.add_parser("verify", help="hash and cross-check every code object (and load it, with a GPU)")
     v.add_argument("--no-load", action="store_true", help="do not load code objects on the GPU")
+    v.add_argument("--json", action="store_true")
     v.set_defaults(fn=cmd_verify)
     for name, what, configure, fn in extra_commands:
         configure(sub.add_parser(name, help=what))
         sub.choices[name].set_defaults(fn=fn)
     c = sub.add_parser("clear-cache", help="delete the user cache's code objects and manifest")
+    c.add_argument("--json", action="store_true")
     c.set_defaults(fn=cmd_clear_cache)
     a = p.parse_args(argv)
-    from .config import Config
-    return a.fn(a, Config.from_env())
+    verb = f"flyaot {a.cmd}"
+    if bad_level:
+        print(f"{verb}: warning: FLYAOT_LOG_LEVEL={level!r} is not a level (DEBUG, INFO, WARNING, ERROR); "
+              "using WARNING", file=sys.stderr)
+    try:
+        if a.fn is cmd_env:
+            return cmd_env(a, None)          # reads its own settings, reporting the invalid ones
+        from .config import Config
+        try:
+            config = Config.from_env()
+        except ValueError as err:
+            raise UsageError(str(err)) from None
+        return a.fn(a, config)
+    except UsageError as err:
+        print(f"{verb}: error: {err}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        _quiet_stdout()
+        return 141            # 128 + SIGPIPE, what a shell reports for a command its reader left
+    except KeyboardInterrupt:
+        print(f"{verb}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as err:      # never a traceback at a user: one line, the traceback at DEBUG
+        log.debug("%s failed", verb, exc_info=True)
+        print(f"{verb}: error: {type(err).__name__}: {err} (FLYAOT_LOG_LEVEL=DEBUG logs the traceback)",
+              file=sys.stderr)
+        return 1

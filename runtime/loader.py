@@ -46,4 +46,7 @@ def load_checked(driver, device: int, store, entry: dict, data: bytes, layout: A
         except Exception:          # the first error is the one to report
             log.warning("unloading %s after a failed load also failed", origin, exc_info=True)
         raise
+    log.info("%s served by the %s: loaded code object %s (%s B, sha256 %s..., symbol %s) on %s device %d",
+             entry["key"], store.label, store.root / entry["file"],
+             entry.get("size"), str(entry.get("sha256"))[:16], entry["symbol"], driver.name, device)
     return Loaded(entry["key"], driver, device, module, function, layout, launcher)

@@ -8,11 +8,13 @@
 """
 import pathlib
 import re
+import subprocess
 
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-SKIP_DIRS = {".git", "prebuilt", "__pycache__", "build", "dist", ".pytest_cache", ".hypothesis"}
+# Outside a git checkout (an unpacked sdist): the walk skips these, dot folders and virtual environments.
+SKIP_DIRS = {"prebuilt", "__pycache__", "build", "dist"}
 THIS = pathlib.Path(__file__).resolve()
 
 # Spelled in pieces so this file does not match itself.
@@ -23,14 +25,29 @@ MD_LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 FENCE = re.compile(r"^\s*```")
 
 
-def _files(suffix: str) -> list:
+def _repo_files() -> list:
+    """The repository's own files: what git tracks or would track (so a `.venv` inside the clone, as
+    README sets one up, and every other ignored folder stay out)."""
+    try:
+        listed = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z", "--cached", "--others",
+                                 "--exclude-standard"], capture_output=True, check=True).stdout
+        return [ROOT / name for name in listed.decode().split("\0") if name and (ROOT / name).is_file()]
+    except (OSError, subprocess.CalledProcessError):
+        pass
     out = []
-    for path in ROOT.rglob(f"*{suffix}"):
-        rel = path.relative_to(ROOT)
-        if any(part in SKIP_DIRS or part.endswith(".egg-info") for part in rel.parts[:-1]):
+    for path in ROOT.rglob("*"):
+        parts = path.relative_to(ROOT).parts[:-1]
+        if any(p in SKIP_DIRS or p.startswith(".") or p.endswith(".egg-info") for p in parts):
             continue
-        out.append(path)
-    return sorted(out)
+        if any((ROOT.joinpath(*parts[:i + 1]) / "pyvenv.cfg").exists() for i in range(len(parts))):
+            continue
+        if path.is_file():
+            out.append(path)
+    return out
+
+
+def _files(suffix: str) -> list:
+    return sorted(p for p in _repo_files() if p.name.endswith(suffix))
 
 
 def _slug(heading: str) -> str:
@@ -120,3 +137,20 @@ def test_the_docs_index_lists_every_page():
              if p.is_relative_to(ROOT / "docs") and p.name != "README.md"]
     missing = [p for p in pages if f"({p})" not in index]
     assert pages and not missing, f"docs/README.md does not link {missing}"
+
+
+@pytest.mark.parametrize("with_git", [True, False])
+def test_the_walk_leaves_out_virtual_environments(tmp_path, monkeypatch, with_git):
+    """README puts the venv at .venv inside the clone: its site-packages' markdown is not the repo's."""
+    (tmp_path / "guide").mkdir()
+    (tmp_path / "guide" / "page.md").write_text("# page\n")
+    for venv in (".venv", "env2"):
+        site = tmp_path / venv / "lib" / "site-packages" / "pkg"
+        site.mkdir(parents=True)
+        (tmp_path / venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
+        (site / "README.md").write_text("[broken](nowhere.md)\n")
+    if with_git:
+        (tmp_path / ".gitignore").write_text("/.venv/\n/env2/\n")
+        subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    monkeypatch.setitem(globals(), "ROOT", tmp_path)
+    assert [p.relative_to(tmp_path).as_posix() for p in _files(".md")] == ["guide/page.md"]

@@ -3,6 +3,7 @@
 Rooms (top-level names inside flyaot) and what each may import from flyaot:
   targets   nothing             formats   nothing            emu    formats only
   kernel_defs   formats and targets only (FlyDSL's compile back end lives in build_tools)
+  inputs    (inputs.py, the public input builders) kernel_defs, formats and targets only
   build_tools   anything but runtime, ops and emu
   runtime   anything but ops, and build_tools / kernel_defs only from inside a function of the
             modules that take the JIT path (the lazy compile call and the staleness check it needs)
@@ -15,13 +16,15 @@ import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 SHIPPED_ROOMS = ("formats", "kernel_defs", "build_tools", "prebuilt", "runtime", "emu", "ops")
-TOP_LEVEL = ("targets.py", "__init__.py", "__main__.py")
+TOP_LEVEL = ("targets.py", "inputs.py", "__init__.py", "__main__.py")
 
 FORBIDDEN = {
     "targets": lambda room, lazy, where: True,
     "formats": lambda room, lazy, where: True,
     "emu": lambda room, lazy, where: room != "formats",
     "kernel_defs": lambda room, lazy, where: room not in ("formats", "targets"),
+    # the public input builders: layout code of the kernel definitions, nothing that loads or launches
+    "inputs": lambda room, lazy, where: room not in ("kernel_defs", "formats", "targets"),
     "build_tools": lambda room, lazy, where: room in ("runtime", "ops", "emu"),
     "runtime": lambda room, lazy, where: room == "ops" or (
         room in ("build_tools", "kernel_defs") and not (lazy and where in JIT_MODULES)),
@@ -106,6 +109,7 @@ def test_no_shipped_module_imports_upward():
     ("from . import formats\n", "targets", "imports flyaot.formats"),
     ("from ..build_tools.flydsl_compile import compile_launcher\n", "kernel_defs", "imports flyaot.build_tools"),
     ("from ..runtime import launch\n", "build_tools", "imports flyaot.runtime"),
+    ("from .ops import gemm_a16wfp4\n", "inputs", "imports flyaot.ops"),
 ])
 def test_an_upward_import_is_caught(tmp_path, monkeypatch, source, room, expected):
     """The walker sees a planted upward import in each ruled room (so the test above can fail)."""
@@ -114,7 +118,7 @@ def test_an_upward_import_is_caught(tmp_path, monkeypatch, source, room, expecte
         (fake / r).mkdir(parents=True)
     for f in TOP_LEVEL:
         (fake / f).write_text("")
-    path = fake / (f"{room}.py" if room == "targets" else f"{room}/planted.py")
+    path = fake / (f"{room}.py" if room in ("targets", "inputs") else f"{room}/planted.py")
     path.write_text(source)
     monkeypatch.setitem(globals(), "REPO", fake)
     assert any(expected in b for b in upward_imports()), upward_imports()

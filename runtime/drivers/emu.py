@@ -3,7 +3,10 @@
 Launches pack the kernarg segment exactly as the hardware would read it and hand the emulator the
 CPU tensors whose memory the kernel may touch. Stream handles are meaningless here and ignored.
 """
+import math
+
 from ... import targets
+from ..progress import Progress
 
 
 class EmuDriver:
@@ -41,7 +44,9 @@ class EmuDriver:
 
 
 class EmuLauncher:
-    """Runs a launch to completion on the CPU; `last_counters` holds the emulator's counters."""
+    """Runs a launch to completion on the CPU; `last_counters` holds the emulator's counters. A launch
+    that runs longer than `progress_delay` seconds reports its workgroups (runtime/progress.py)."""
+    progress_delay = 2.0
 
     def __init__(self, emu, function, layout):
         self._emu, self._function, self._layout = emu, function, layout
@@ -58,5 +63,11 @@ class EmuLauncher:
                 if v.device.type != "cpu":
                     raise ValueError(f"kernel argument {name!r}: the emulator runs on CPU tensors, got {v.device}")
                 buffers.append(v)
-        self.last_counters = self._emu.launch(self._function, tuple(grid), layout.block, kernarg, buffers)
+        workgroups = math.prod(int(g) for g in grid)
+        bar = Progress(f"emulating {layout.symbol}", workgroups, "workgroups", delay=self.progress_delay)
+        try:
+            self.last_counters = self._emu.launch(self._function, tuple(grid), layout.block, kernarg, buffers,
+                                                  progress=bar.update)
+        finally:
+            bar.close()
         return 0

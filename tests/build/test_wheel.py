@@ -93,6 +93,17 @@ def test_wheel_carries_an_index_tag_within_its_size_budget(wheel):
     assert tag_wheel._glibc(tag_wheel.lowest_policy(wheel)) <= tag_wheel._glibc(tag_wheel.PLATFORM_TAG)
 
 
+def test_wheel_metadata_has_license_urls_and_classifiers(wheel):
+    z = zipfile.ZipFile(wheel)
+    meta = z.read(next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))).decode()
+    fields = [line.split(": ", 1) for line in meta.split("\n\n", 1)[0].splitlines() if ": " in line]
+    has = {k for k, _ in fields}
+    assert {"License", "Project-URL", "Classifier", "Requires-Python"} <= has, sorted(has)
+    classifiers = {v for k, v in fields if k == "Classifier"}
+    assert "Operating System :: POSIX :: Linux" in classifiers and "Environment :: GPU" in classifiers
+    assert any("pytorch.org" in v for k, v in fields if k == "Project-URL")
+
+
 def test_console_script_lists_every_spec_without_flydsl_or_numpy(user_venv, tmp_path):
     probe = _run([user_venv["python"], "-c", "import importlib.util as u; print(u.find_spec('flydsl'), "
                   "u.find_spec('numpy'))"], tmp_path)

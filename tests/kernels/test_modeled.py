@@ -17,7 +17,28 @@ def test_modeled_time_of_a_gemm_says_it_is_a_model(tmp_path):
                        env=dict(os.environ, FLYAOT_CACHE_DIR=str(tmp_path), FLYAOT_DISABLE_JIT="1"))
     assert p.returncode == 0, p.stderr
     assert "MODEL estimate, not a measurement" in p.stdout
+    assert "N=1024, K=3584, M=1" in p.stdout
     total = float(re.search(r"modeled MI355X time ([\d.]+) us", p.stdout).group(1))
-    kernels = [float(x) for x in re.findall(r"kernel \S+: ([\d.]+) us", p.stdout)]
+    kernels = [float(x) for x in re.findall(r"\+ kernel \S+: ([\d.]+) us", p.stdout)]
+    terms = [float(x) for x in re.findall(r"^  \+ .*: ([\d.]+) us", p.stdout, re.M)]
+    launch = float(re.search(r"\+ launch overhead: ([\d.]+) us", p.stdout).group(1))
     assert kernels and all(k > 0 for k in kernels)
-    assert total == pytest.approx(sum(kernels) + T.LAUNCH_US, abs=0.02)
+    assert launch == pytest.approx(T.LAUNCH_US, abs=0.005)
+    assert total == pytest.approx(sum(terms), abs=0.02)       # every term of the total is printed
+
+
+def test_model_json_and_the_sampling_error_warning(tmp_path):
+    """Too few samples for a prefill row: the total still adds up, and the error above the threshold is
+    warned about with what to do."""
+    import json
+    pytest.importorskip("flydsl")
+    p = subprocess.run([sys.executable, "-m", "flyaot", "model", "prefill", "1", "64", "2048", "--samples", "4",
+                        "--json"], capture_output=True, text=True, timeout=600,
+                       env=dict(os.environ, FLYAOT_CACHE_DIR=str(tmp_path), FLYAOT_DISABLE_JIT="1"))
+    assert p.returncode == 0, p.stderr
+    r = json.loads(p.stdout)
+    assert r["shape"] == {"B": 1, "Q": 64, "KV": 2048, "HEADS": 64} and r["samples"] == 4
+    assert r["us"] == pytest.approx(sum(t["us"] for t in r["terms"]), rel=1e-9)
+    assert [t["term"] for t in r["terms"]][-1] == "launch overhead"
+    worst = max(t["sampling_error"] or 0 for t in r["terms"])
+    assert worst > 0.10 and "pass a larger --samples" in r["warning"]

@@ -28,7 +28,7 @@ def missed(tmp_path_factory):
     record = root / "misses.jsonl"
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(runtime, "_runtime", Runtime(make_config(root, record_misses=str(record))))
-        rows = hooks.run("selftest", "cpu")
+        rows = list(hooks.run("selftest", "cpu"))
     return rows, miss_records(record), record
 
 
@@ -72,7 +72,7 @@ def test_failing_cases_exit_nonzero(tmp_path, monkeypatch, capsys):
 
 
 def test_a_hook_that_raises_is_one_failed_case_per_family():
-    rows = hooks.run("selftest", "no-such-device")
+    rows = list(hooks.run("selftest", "no-such-device"))
     assert {r[0] for r in rows} == FAMILIES
     assert all(case == "<hook raised>" and ok is False and "no-such-device" in detail
                for _, case, ok, detail in rows), rows
