@@ -1,0 +1,41 @@
+"""mqa_fp8 family: FP8 E4M3 MQA logits, paged decode and ragged prefill (docs/families/mqa_fp8.md).
+
+Compile-time: path, heads, head_dim, page_size and key layout (paged path). Runtime: batch, next_n,
+every stride, the output width, the table width and the page count (both bound every page read).
+Prebuilt: H32/H64 x (page 1 plain, page 64 plain, page 64 preshuffled) paged, H32/H64 ragged.
+Budget: one wave per CTA, no LDS, within 128 VGPRs (4 waves per SIMD).
+"""
+from ...targets import DEFAULT_TARGET
+from ..registry import Budget, Family, kernel_abi
+from . import geometry as G
+
+_PAGED_ABI = kernel_abi(
+    "void* out, void* q, void* kv_cache, void* weights, void* context_lens, void* block_tables, "
+    "int32_t next_n, int32_t max_model_len, int64_t stride_out, int64_t stride_kv, int32_t stride_w, "
+    "int32_t stride_bt, int32_t num_pages, int32_t bt_width")
+_RAGGED_ABI = kernel_abi(
+    "void* out, void* q, void* kv, void* kv_scales, void* weights, void* cu_starts, void* cu_ends, "
+    "int32_t seq_len, int32_t seq_len_kv, int64_t stride_out, int32_t stride_w, int32_t clean")
+
+# (page_size, layout) of the prebuilt paged kernels: aiter's default block 1, and the 64-token pages
+# vLLM (preshuffled) and SGLang (plain) pass.
+PAGED_LAYOUTS = ((1, "plain"), (64, "plain"), (64, "preshuffle"))
+
+
+def _specs():
+    return [G.params("paged", h, p, lay) for h in G.HEADS for p, lay in PAGED_LAYOUTS]
+
+
+FAMILY = Family(
+    name="mqa_fp8",
+    axes={"path": G.PATHS, "heads": G.HEADS, "head_dim": (G.HEAD_DIM,), "page_size": G.PAGE_SIZES,
+          "layout": G.LAYOUTS},
+    specs=_specs,
+    symbol=G.symbol,
+    block=G.block,
+    targets=(DEFAULT_TARGET,),
+    abi=lambda params: _PAGED_ABI if params["path"] == "paged" else _RAGGED_ABI,
+    budget=lambda params: Budget(max_vgpr_plus_agpr=128, exact_lds=0),
+    shipped=True,
+    doc=__doc__,
+)
