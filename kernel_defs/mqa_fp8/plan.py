@@ -14,13 +14,16 @@ from .specs import FAMILY
 
 
 def paged_plan(q_fp8, kv_cache, weights, out, context_lens, block_tables, max_model_len, *, page_size=1,
-               preshuffle=False, check_values=False) -> LaunchPlan:
-    """The launch of one paged call writing all of `out` [B*next_n, max_model_len] (None: no launch, B == 0)."""
+               preshuffle=False, check_values=False):
+    """(out, the LaunchPlan writing all of it, or None when B == 0); `out` [B*next_n, max_model_len] f32 is
+    allocated when None."""
     s = check_paged(q_fp8, kv_cache, weights, context_lens, block_tables, max_model_len, page_size, preshuffle)
+    if out is None:
+        out = torch.empty((s.batch * s.next_n, max_model_len), dtype=torch.float32, device=q_fp8.device)
     check_out("out_logits", out, s.batch * s.next_n, max_model_len, q_fp8, q_fp8=q_fp8, kv_cache=kv_cache,
               weights=weights, context_lens=context_lens, kv_indices=block_tables)
     if s.batch == 0:
-        return None
+        return out, None
     if check_values:
         checks.decode_values(block_tables=block_tables, context_lens=context_lens, num_pages=s.num_pages,
                              page_size=page_size, max_seq_len=max_model_len, next_n=s.next_n, cta_info=None,
@@ -30,4 +33,4 @@ def paged_plan(q_fp8, kv_cache, weights, out, context_lens, block_tables, max_mo
             "block_tables": block_tables, "next_n": s.next_n, "max_model_len": max_model_len,
             "stride_out": out.stride(0), "stride_kv": s.stride_kv, "stride_w": s.stride_w, "stride_bt": s.stride_bt,
             "num_pages": s.num_pages, "bt_width": s.bt_width}
-    return FAMILY.launch_plan(params, (-(-max_model_len // G.TILE), s.batch, 1), args)
+    return out, FAMILY.launch_plan(params, (-(-max_model_len // G.TILE), s.batch, 1), args)

@@ -1,0 +1,38 @@
+"""FP8 MQA logits host ops (the DeepSeek-V3.2 / GLM-5 indexer): paged decode, argument-compatible with
+aiter's deepgemm_fp8_paged_mqa_logits through flyaot.compat.aiter."""
+from typing import Optional
+
+import torch
+
+from .. import runtime
+from ..kernel_defs.mqa_fp8 import plan as P
+from ._torch_ops import on_stream, traced_op
+
+
+def _fake_paged(q_fp8, max_model_len, **_):
+    return torch.empty((q_fp8.shape[0] * q_fp8.shape[1], max_model_len), dtype=torch.float32, device=q_fp8.device)
+
+
+@traced_op(fake=_fake_paged)
+def fp8_paged_mqa_logits(q_fp8: torch.Tensor, kv_cache: torch.Tensor, weights: torch.Tensor,
+                         context_lens: torch.Tensor, block_tables: torch.Tensor, max_model_len: int, *,
+                         kv_block_size: int = 1, preshuffle: bool = False, out=None, stream=None):
+    """Logits [B*next_n, max_model_len] f32 of the FP8 indexer decode step (docs/families/mqa_fp8.md).
+
+    q_fp8 [B, next_n, H, 128] E4M3 (float8_e4m3fn or its uint8 bytes), next_n 1..4, H 32 or 64;
+    kv_cache [num_blocks, kv_block_size, 1, 132] uint8 in aiter's page layout (kv_block_size * 128 E4M3
+    values, token-major or preshuffled, then one f32 scale per token); weights [B*next_n, H] f32;
+    context_lens [B] and block_tables [B, W] int32. out[b*next_n + i, t] = sum_h weights[.., h] *
+    relu(q[b, i, h] . k_t * scale_t) for t <= context_lens[b] - next_n + i, -inf elsewhere and for visible
+    tokens whose page is past the table or not a page of kv_cache. Every cell of `out` is written (no
+    -inf pre-fill needed). Values of block_tables / context_lens are checked only in checked mode
+    (FLYAOT_CHECK=1). Under torch.compile: torch.ops.flyaot.fp8_paged_mqa_logits(_out); `stream` must
+    then be None.
+    """
+    with on_stream(stream):
+        out, plan = P.paged_plan(q_fp8, kv_cache, weights, out, context_lens, block_tables, max_model_len,
+                            page_size=kv_block_size, preshuffle=preshuffle,
+                            check_values=runtime.runtime().config.check)
+        if plan is not None:
+            runtime.launch(plan, stream=stream)
+    return out
