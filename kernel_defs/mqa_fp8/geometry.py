@@ -1,8 +1,9 @@
 """Compile-time geometry of the FP8 MQA logits kernels: sizes as functions of the params and the target,
 the workgroup and the symbol (kernel.py, plan.py and specs.py all derive from here; pure Python).
 
-Paged kernel (one wave, grid (ceil(max_model_len / TILE), B)): CTA (x, b) owns output columns
-[x*TILE, (x+1)*TILE) of the next_n rows of sequence b, and writes every one of them (its value or -inf).
+Paged kernel (one wave): CTA (x, b) of the "tiles" grid (ceil(max_model_len / TILE), B) owns output
+columns [x*TILE, (x+1)*TILE) of the next_n rows of sequence b and writes every one of them (its value or
+-inf); CTA s of the "varctx" grid (slots) walks the TILE-token chunks its schedule row names.
 Ragged kernel (one wave, grid (ceil(S_kv / TILE), ceil(S / ROWS))): CTA (x, y) owns columns
 [x*TILE, (x+1)*TILE) of query rows [y*ROWS, (y+1)*ROWS).
 """
@@ -21,6 +22,7 @@ HEADS = (32, 64)
 PAGE_SIZES = (1, 64)
 LAYOUTS = ("plain", "preshuffle")
 PATHS = ("paged", "ragged")
+GRIDS = ("tiles", "varctx")
 MAX_NEXT_N = 4
 
 
@@ -31,6 +33,7 @@ class Kernel:
     heads: int
     page_size: int
     layout: str
+    grid: str = "tiles"
     head_dim: int = HEAD_DIM
 
     def __post_init__(self):
@@ -43,8 +46,10 @@ class Kernel:
             raise ValueError(f"mqa_fp8: page_size={self.page_size}, layout={self.layout!r}")
         if self.layout == "preshuffle" and self.page_size % NTILE:
             raise ValueError(f"mqa_fp8: the preshuffled layout needs a page size multiple of {NTILE}")
-        if self.path == "ragged" and (self.page_size, self.layout) != (1, "plain"):
-            raise ValueError("mqa_fp8: the ragged path has no pages (page_size=1, layout='plain')")
+        if self.grid not in GRIDS:
+            raise ValueError(f"mqa_fp8: grid={self.grid!r} (one of {GRIDS})")
+        if self.path == "ragged" and (self.page_size, self.layout, self.grid) != (1, "plain", "tiles"):
+            raise ValueError("mqa_fp8: the ragged path has no pages (page_size=1, layout='plain', grid='tiles')")
 
     @property
     def m_tiles(self): return self.heads // NTILE
@@ -58,18 +63,20 @@ class Kernel:
     def value_bytes(self): return self.page_size * self.head_dim
 
 
-def params(path: str, heads: int, page_size: int = 1, layout: str = "plain") -> dict:
-    return {"path": path, "heads": heads, "head_dim": HEAD_DIM, "page_size": page_size, "layout": layout}
+def params(path: str, heads: int, page_size: int = 1, layout: str = "plain", grid: str = "tiles") -> dict:
+    return {"path": path, "heads": heads, "head_dim": HEAD_DIM, "page_size": page_size, "layout": layout,
+            "grid": grid}
 
 
 def of(p: dict) -> Kernel:
-    return Kernel(p["path"], p["heads"], p["page_size"], p["layout"], p["head_dim"])
+    return Kernel(p["path"], p["heads"], p["page_size"], p["layout"], p["grid"], p["head_dim"])
 
 
 def symbol(p: dict) -> str:
     if p["path"] == "ragged":
         return "mqa_fp8_ragged_h{heads}_d{head_dim}".format(**p)
-    return "mqa_fp8_paged_h{heads}_d{head_dim}_p{page_size}_{layout}".format(**p)
+    name = "mqa_fp8_paged_h{heads}_d{head_dim}_p{page_size}_{layout}".format(**p)
+    return name + ("_varctx" if p["grid"] == "varctx" else "")
 
 
 def block(p: dict) -> tuple:

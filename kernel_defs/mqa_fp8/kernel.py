@@ -94,81 +94,98 @@ def _row_operands(q, weights, row, stride_w, r, grp, heads, m_tiles):
 def _paged_kernel(g: G.Kernel, name: str):
     H, P, MT, NT, D = g.heads, g.page_size, g.m_tiles, g.n_tiles, g.head_dim
     PRE = g.layout == "preshuffle"
+    VARCTX = g.grid == "varctx"
     PAGE_BYTES, VALUE_BYTES = g.page_bytes, g.value_bytes
 
     @flyc.kernel(name=name)
     def paged(out: fx.Pointer, q: fx.Pointer, kv_cache: fx.Pointer, weights: fx.Pointer,
-              context_lens: fx.Pointer, block_tables: fx.Pointer, next_n: Int32, max_model_len: Int32,
-              stride_out: Int64, stride_kv: Int64, stride_w: Int32, stride_bt: Int32, num_pages: Int32,
-              bt_width: Int32):
+              context_lens: fx.Pointer, block_tables: fx.Pointer, schedule: fx.Pointer, next_n: Int32,
+              max_model_len: Int32, stride_out: Int64, stride_kv: Int64, stride_w: Int32, stride_bt: Int32,
+              num_pages: Int32, bt_width: Int32, batch: Int32):
         lane = Int32(gpu.thread_idx.x)
         r = lane & Int32(15)
         grp = lane >> Int32(4)
-        b = Int32(gpu.block_idx.y)
-        t0 = Int32(gpu.block_idx.x) * Int32(G.TILE)
-        tok = t0 + lane                         # the lane's output column after the head reduction
-        bt_base = Int64(b) * Int64(stride_bt) * Int64(4)
-        ctx = B.scalar_load(context_lens, b, 1)[0]
-        if const_expr(P == G.TILE):
-            col = t0 >> Int32(6)
-            page = B.scalar_load(block_tables, col, 1, bt_base, bt_width * Int32(4))[0]
-            live = arith.min(arith.min(ctx - Int32(1) - t0, bt_width - Int32(1) - col),
-                             arith.min(num_pages - Int32(1) - page, page))
-        else:
-            live = ctx - Int32(1) - t0
-        b_row = b * next_n
-        in_out = tok < max_model_len
+        in_tile = Int32(G.NTILE) * grp + r          # == lane: the lane's column after the head reduction
 
-        if live >= Int32(0):
-            kv, ks = [], []
+        def tile(b, ctx, t0):
+            """Columns [t0, t0 + 64) of the next_n rows of sequence b: logits or -inf."""
+            tok = t0 + in_tile
+            bt_base = Int64(b) * Int64(stride_bt) * Int64(4)
             if const_expr(P == G.TILE):
-                ok = None
-                kv_rs = B.buffer_rsrc(kv_cache, Int64(page) * stride_kv, Int32(PAGE_BYTES))
-                for j in range_constexpr(NT):
-                    if const_expr(PRE):
-                        off = Int32(j * G.NTILE * D) + grp * Int32(512) + r * Int32(16)
-                        kv.append(_load32(kv_rs, off, off + Int32(256)))
-                    else:
-                        off = (Int32(G.NTILE * j) + r) * Int32(D) + grp * Int32(32)
-                        kv.append(_load32(kv_rs, off, off + Int32(16)))
-                    ks.append(Int32(B.buffer_load(kv_rs, Int32(VALUE_BYTES) + (Int32(G.NTILE * j) + r) * Int32(4),
-                                                  1)).bitcast(fx.Float32))
+                col = t0 >> Int32(6)
+                page = B.scalar_load(block_tables, col, 1, bt_base, bt_width * Int32(4))[0]
+                live = arith.min(arith.min(ctx - Int32(1) - t0, bt_width - Int32(1) - col),
+                                 arith.min(num_pages - Int32(1) - page, arith.min(page, t0)))
             else:
-                bt_rs = B.buffer_rsrc(block_tables, bt_base, bt_width * Int32(4))
-                span = (num_pages > Int32(0)).select(
-                    (Int64(num_pages) - Int64(1)) * stride_kv + Int64(PAGE_BYTES), Int64(0))
-                kv_rs = B.buffer_rsrc(kv_cache, None, span)
-                stride = Int32(stride_kv)
-                oks = []
-                for j in range_constexpr(NT):
-                    t = t0 + Int32(G.NTILE * j) + r
-                    pg = Int32(B.buffer_load(bt_rs, t * Int32(4), 1))
-                    okj = (t < bt_width) & (pg >= Int32(0)) & (pg < num_pages)
-                    base = okj.select(pg, Int32(0)) * stride
-                    kv.append(_load32_dwords(kv_rs, base + grp * Int32(32)))
-                    ks.append(Int32(B.buffer_load(kv_rs, base + Int32(D), 1)).bitcast(fx.Float32))
-                    oks.append(okj)
-                # lane (g, r) stores token 16g + r: its page test is that of n-tile g
-                ok = (grp == Int32(1)).select(oks[1], oks[0])
-                ok = (grp == Int32(2)).select(oks[2], ok)
-                ok = (grp == Int32(3)).select(oks[3], ok)
-            for n in range(Int32(0), next_n, 1):
-                ni = Int32(n)
-                row = Int64(b_row + ni)
-                qa, wv = _row_operands(q, weights, row, stride_w, r, grp, H, MT)
-                total = _head_sums(qa, kv, ks, wv, MT, NT)
-                seen = tok < arith.min(ctx - next_n + Int32(1) + ni, max_model_len)
-                if const_expr(P == 1):
-                    seen = seen & ok
-                out_rs = B.buffer_rsrc(out, row * stride_out * Int64(4), max_model_len * Int32(4))
-                if in_out:
-                    B.buffer_store(seen.select(total, fx.Float32(NEG_INF)), out_rs, tok * Int32(4))
-        if live < Int32(0):
-            for n in range(Int32(0), next_n, 1):
-                row = Int64(b_row + Int32(n))
-                out_rs = B.buffer_rsrc(out, row * stride_out * Int64(4), max_model_len * Int32(4))
-                if in_out:
-                    B.buffer_store(fx.Float32(NEG_INF), out_rs, tok * Int32(4))
+                live = arith.min(ctx - Int32(1) - t0, t0)
+            b_row = b * next_n
+            in_out = (tok < max_model_len) & (tok >= Int32(0))
+            if live >= Int32(0):
+                kv, ks = [], []
+                if const_expr(P == G.TILE):
+                    ok = None
+                    kv_rs = B.buffer_rsrc(kv_cache, Int64(page) * stride_kv, Int32(PAGE_BYTES))
+                    for j in range_constexpr(NT):
+                        if const_expr(PRE):
+                            off = Int32(j * G.NTILE * D) + grp * Int32(512) + r * Int32(16)
+                            kv.append(_load32(kv_rs, off, off + Int32(256)))
+                        else:
+                            off = (Int32(G.NTILE * j) + r) * Int32(D) + grp * Int32(32)
+                            kv.append(_load32(kv_rs, off, off + Int32(16)))
+                        ks.append(Int32(B.buffer_load(kv_rs, Int32(VALUE_BYTES) + (Int32(G.NTILE * j) + r) * Int32(4),
+                                                      1)).bitcast(fx.Float32))
+                else:
+                    bt_rs = B.buffer_rsrc(block_tables, bt_base, bt_width * Int32(4))
+                    span = (num_pages > Int32(0)).select(
+                        (Int64(num_pages) - Int64(1)) * stride_kv + Int64(PAGE_BYTES), Int64(0))
+                    kv_rs = B.buffer_rsrc(kv_cache, None, span)
+                    stride = Int32(stride_kv)
+                    oks = []
+                    for j in range_constexpr(NT):
+                        t = t0 + Int32(G.NTILE * j) + r
+                        pg = Int32(B.buffer_load(bt_rs, t * Int32(4), 1))
+                        okj = (t < bt_width) & (pg >= Int32(0)) & (pg < num_pages)
+                        base = okj.select(pg, Int32(0)) * stride
+                        kv.append(_load32_dwords(kv_rs, base + grp * Int32(32)))
+                        ks.append(Int32(B.buffer_load(kv_rs, base + Int32(D), 1)).bitcast(fx.Float32))
+                        oks.append(okj)
+                    # lane (g, r) stores token 16g + r: its page test is that of n-tile g
+                    ok = (grp == Int32(1)).select(oks[1], oks[0])
+                    ok = (grp == Int32(2)).select(oks[2], ok)
+                    ok = (grp == Int32(3)).select(oks[3], ok)
+                for n in range(Int32(0), next_n, 1):
+                    ni = Int32(n)
+                    row = Int64(b_row + ni)
+                    qa, wv = _row_operands(q, weights, row, stride_w, r, grp, H, MT)
+                    total = _head_sums(qa, kv, ks, wv, MT, NT)
+                    seen = tok < arith.min(ctx - next_n + Int32(1) + ni, max_model_len)
+                    if const_expr(P == 1):
+                        seen = seen & ok
+                    out_rs = B.buffer_rsrc(out, row * stride_out * Int64(4), max_model_len * Int32(4))
+                    if in_out:
+                        B.buffer_store(seen.select(total, fx.Float32(NEG_INF)), out_rs, tok * Int32(4))
+            # varctx: the op's fill stands for dead chunks (idle slots name chunk 0 of row 0 with ctx 0)
+            if const_expr(not VARCTX):
+                if live < Int32(0):
+                    for n in range(Int32(0), next_n, 1):
+                        row = Int64(b_row + Int32(n))
+                        out_rs = B.buffer_rsrc(out, row * stride_out * Int64(4), max_model_len * Int32(4))
+                        if in_out:
+                            B.buffer_store(fx.Float32(NEG_INF), out_rs, tok * Int32(4))
+
+        if const_expr(VARCTX):
+            # slot s: table row s * next_n = (b * next_n, first chunk, chunk count, ctx_b); a row outside
+            # the batch runs no chunk
+            row0, first, count, ctx = B.scalar_load(schedule, Int32(gpu.block_idx.x) * next_n * Int32(4), 4)
+            b = row0 // next_n
+            ok_row = (row0 >= Int32(0)) & (b < batch)
+            b = ok_row.select(b, Int32(0))
+            count = ok_row.select(count, Int32(0))
+            for c in range(first, first + count, 1):
+                tile(b, ctx, Int32(c) * Int32(G.TILE))
+        else:
+            b = Int32(gpu.block_idx.y)
+            tile(b, B.scalar_load(context_lens, b, 1)[0], Int32(gpu.block_idx.x) * Int32(G.TILE))
 
     return paged
 
@@ -178,11 +195,12 @@ def _paged_launcher(g: G.Kernel, name: str):
 
     @flyc.jit
     def launch(out: fx.Pointer, q: fx.Pointer, kv_cache: fx.Pointer, weights: fx.Pointer,
-               context_lens: fx.Pointer, block_tables: fx.Pointer, next_n: Int32, max_model_len: Int32,
-               stride_out: Int64, stride_kv: Int64, stride_w: Int32, stride_bt: Int32, num_pages: Int32,
-               bt_width: Int32, stream: fx.Stream = fx.Stream(None)):
-        kern(out, q, kv_cache, weights, context_lens, block_tables, next_n, max_model_len, stride_out, stride_kv,
-             stride_w, stride_bt, num_pages, bt_width).launch(grid=(1, 1, 1), block=(G.WAVE, 1, 1), stream=stream)
+               context_lens: fx.Pointer, block_tables: fx.Pointer, schedule: fx.Pointer, next_n: Int32,
+               max_model_len: Int32, stride_out: Int64, stride_kv: Int64, stride_w: Int32, stride_bt: Int32,
+               num_pages: Int32, bt_width: Int32, batch: Int32, stream: fx.Stream = fx.Stream(None)):
+        kern(out, q, kv_cache, weights, context_lens, block_tables, schedule, next_n, max_model_len, stride_out,
+             stride_kv, stride_w, stride_bt, num_pages, bt_width, batch).launch(
+            grid=(1, 1, 1), block=(G.WAVE, 1, 1), stream=stream)
 
     return launch
 

@@ -136,3 +136,35 @@ def test_bad_arguments_are_named():
         fp8_paged_mqa_logits(q5[0].to(R.FP8), cache, q5[3], cl, bt, 64, kv_block_size=64)
     with pytest.raises(ValueError, match="out_logits"):
         fp8_paged_mqa_logits(qf, cache, w, cl, bt, 64, kv_block_size=64, out=torch.empty(1, 63))
+
+
+@pytest.mark.parametrize("heads,cu_count", [(64, 1), (32, None)])
+def test_varctx_schedule_grid(heads, cu_count):
+    """The persistent grid over the runs-schedule table: runs of several chunks (1 CU: 8 slots for 18
+    chunks) and of one (the default slot count); a caller's garbage in `out` is overwritten."""
+    from flyaot.ops import fp8_paged_mqa_logits_schedule
+    ctx, msl, next_n = [1000, 5, 0, 130], 1024, 2
+    q, keys, cache, w, cl, bt = make_problem(11, ctx, next_n, heads, 64, preshuffle=True)
+    table = fp8_paged_mqa_logits_schedule(cl, msl, next_n, cu_count=cu_count)
+    assert table.dtype == torch.int32 and table.shape[1] == 4 and table.shape[0] % next_n == 0
+    if cu_count == 1:
+        assert int(table[:, 2].max()) > 1              # some slot runs several chunks
+    out = torch.full((len(ctx) * next_n, msl), 3.0)
+    fp8_paged_mqa_logits(q.to(R.FP8), cache, w, cl, bt, msl, kv_block_size=64, preshuffle=True, schedule=table,
+                         out=out)
+    check(out, q, keys, cache, w, cl, bt, msl, True)
+
+
+def test_varctx_wild_schedule_rows_are_memory_safe():
+    """A schedule naming rows outside the batch runs nothing for them; the other slots still score."""
+    from flyaot.ops import fp8_paged_mqa_logits_schedule
+    ctx, msl = [200, 70], 256
+    q, keys, cache, w, cl, bt = make_problem(12, ctx, 1, 64, 64, preshuffle=True)
+    table = fp8_paged_mqa_logits_schedule(cl, msl, 1, cu_count=1).clone()
+    first_b1 = int((table[:, 0] == 1).nonzero()[0, 0])
+    table[first_b1, 0] = 1 << 20                        # sequence 1's slot: a row past the batch
+    table[first_b1 + 1:, 0] = -3
+    out = fp8_paged_mqa_logits(q.to(R.FP8), cache, w, cl, bt, msl, kv_block_size=64, preshuffle=True, schedule=table)
+    ref = R.paged_logits_reference(q.to(R.FP8), R.dequant_pages(cache, True), w, cl, bt, msl)
+    assert torch.allclose(out[0], ref[0], rtol=1e-5, atol=1e-4, equal_nan=False) or torch.equal(out[0], ref[0])
+    assert (out[1] == float("-inf")).all()
