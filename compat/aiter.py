@@ -42,7 +42,8 @@ __all__ = ["CTA_INFO_WIDTH", "DenseGemmConfig", "PreshuffledA16WFP4Weight", "a16
            "a16wfp4_shape_supported", "compute_prefill_schedule", "compute_varctx_schedule",
            "compute_varqlen_windows", "deepgemm_fp8_paged_mqa_logits",
            "deepgemm_fp8_paged_mqa_logits_schedule", "flydsl_gemm_a16wfp4", "flydsl_pa_mqa_logits_fp4",
-           "flydsl_pa_mqa_logits_fp4_prefill", "flydsl_pa_mqa_logits_fp4_varqlen", "is_flydsl_available",
+           "flydsl_pa_mqa_logits_fp4_prefill", "flydsl_pa_mqa_logits_fp4_varqlen", "fp8_mqa_logits",
+           "is_flydsl_available",
            "prepare_gemm_a16wfp4_weight"]
 
 CTA_INFO_WIDTH = ROW_INFO_INTS
@@ -196,6 +197,11 @@ def deepgemm_fp8_paged_mqa_logits_schedule(batch_size, next_n, context_lens, max
     if TotalCuCount is None and context_lens.is_cuda:
         TotalCuCount = torch.cuda.get_device_properties(context_lens.device).multi_processor_count
     return _ops.fp8_paged_mqa_logits_schedule(context_lens, max_model_len, next_n, cu_count=TotalCuCount)
+
+
+def fp8_mqa_logits(Q, KV, kv_scales, weights, cu_starts, cu_ends, clean_logits=True):
+    """Ragged prefill logits [S, S_kv] f32 (flyaot.ops.fp8_mqa_logits)."""
+    return _ops.fp8_mqa_logits(Q, KV, kv_scales, weights, cu_starts, cu_ends, clean_logits)
 
 
 # ------------------------------------------------------------------------------------- A16WFP4 GEMM

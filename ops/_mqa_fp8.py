@@ -52,3 +52,27 @@ def fp8_paged_mqa_logits_schedule(context_lens: torch.Tensor, max_model_len: int
         table, plan = P.schedule_plan(context_lens, max_model_len, next_n, P.default_slots(batch, cu_count), out=out)
         runtime.launch(plan, stream=stream)
     return table
+
+
+def _fake_ragged(Q, KV, **_):
+    return torch.empty((Q.shape[0], KV.shape[0]), dtype=torch.float32, device=Q.device)
+
+
+@traced_op(fake=_fake_ragged)
+def fp8_mqa_logits(Q: torch.Tensor, KV: torch.Tensor, kv_scales: torch.Tensor, weights: torch.Tensor,
+                   cu_starts: torch.Tensor, cu_ends: torch.Tensor, clean_logits: bool = True, *, out=None,
+                   stream=None):
+    """Ragged prefill logits [S, S_kv] f32 (DeepGEMM's fp8_mqa_logits contract): row i scores keys
+    t in [cu_starts[i], cu_ends[i]) as sum_h weights[i, h] * relu(Q[i, h] . KV[t] * kv_scales[t]).
+
+    Q [S, H, 128] E4M3 (H 32 or 64), KV [S_kv, 128] E4M3, kv_scales [S_kv] f32, weights [S, H] f32,
+    cu_starts / cu_ends [S] int32. clean_logits: cells outside the window are -inf; without it they
+    are not written (a new output's are uninitialized). Windows past S_kv are clipped. Under
+    torch.compile: torch.ops.flyaot.fp8_mqa_logits(_out).
+    """
+    with on_stream(stream):
+        out, plan = P.ragged_plan(Q, KV, kv_scales, weights, cu_starts, cu_ends, clean_logits=clean_logits,
+                                  out=out)
+        if plan is not None:
+            runtime.launch(plan, stream=stream)
+    return out

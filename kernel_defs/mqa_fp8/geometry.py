@@ -16,7 +16,7 @@ NTILE = 16              # tokens per MFMA n-tile (and heads per m-tile)
 TILE = 64               # tokens per CTA: 4 n-tiles, one per lane group after the head reduction
 HEAD_DIM = 128          # one 16x16x128 MFMA K step: a lane holds 32 FP8 values of each operand
 SCALE_BYTES = 4         # one f32 scale per token, after the page's values
-ROWS = 4                # ragged kernel: query rows per CTA (they share its KV registers)
+ROWS = 8                # ragged kernel: query rows per CTA (they share its KV registers)
 
 HEADS = (32, 64)
 PAGE_SIZES = (1, 64)

@@ -76,3 +76,38 @@ def check_out(name, out, rows: int, cols: int, like, **inputs) -> None:
     check_rows_disjoint(name, out)
     check_same_device(**{name: out}, q=like)
     check_no_overlap(name, out, **inputs)
+
+
+class Ragged(NamedTuple):
+    seq_len: int
+    seq_len_kv: int
+    heads: int
+    stride_kv: int          # KV row stride (bytes = elements)
+    stride_w: int
+
+
+def check_ragged(q, kv, kv_scales, weights, cu_starts, cu_ends) -> Ragged:
+    dims = {}
+    check_tensor("Q", q, dtype=FP8_DTYPES, shape=("S", "H", G.HEAD_DIM), contiguous=True, align=VALUE_ALIGN,
+                 dims=dims)
+    seq_len, heads = q.shape[0], q.shape[1]
+    check_choice("heads (Q.shape[1])", heads, G.HEADS)
+    check_tensor("KV", kv, dtype=FP8_DTYPES, shape=("S_kv", G.HEAD_DIM), stride=(None, 1), device=q,
+                 align=VALUE_ALIGN, dims=dims)
+    seq_len_kv = kv.shape[0]
+    if seq_len_kv > 1 and (kv.stride(0) < G.HEAD_DIM or kv.stride(0) % VALUE_ALIGN):
+        raise ValueError(f"KV: row stride {kv.stride(0)} must be >= {G.HEAD_DIM} and a multiple of {VALUE_ALIGN}")
+    if seq_len_kv * max(kv.stride(0), G.HEAD_DIM) > INT32_MAX:
+        raise ValueError(f"KV: {seq_len_kv} rows span more than the kernel's 2**31-byte offsets")
+    check_tensor("kv_scales", kv_scales, dtype=torch.float32, shape=("S_kv",), contiguous=True, align=DWORD_ALIGN,
+                 dims=dims)
+    check_tensor("weights", weights, dtype=torch.float32, shape=("S", "H"), stride=(None, 1), align=VALUE_ALIGN,
+                 dims=dims)
+    if seq_len > 1 and (weights.stride(0) < heads or weights.stride(0) % 4):
+        raise ValueError(f"weights: row stride {weights.stride(0)} must be >= {heads} and a multiple of 4")
+    for name, t in (("cu_starts", cu_starts), ("cu_ends", cu_ends)):
+        check_tensor(name, t, dtype=torch.int32, shape=("S",), contiguous=True, align=DWORD_ALIGN, dims=dims)
+    check_same_device(Q=q, KV=kv, kv_scales=kv_scales, weights=weights, cu_starts=cu_starts, cu_ends=cu_ends)
+    if seq_len_kv * 4 > INT32_MAX:
+        raise ValueError(f"KV: {seq_len_kv} keys make output rows past the kernel's 2**31-byte offsets")
+    return Ragged(seq_len, seq_len_kv, heads, kv.stride(0), weights.stride(0))

@@ -205,6 +205,63 @@ def _paged_launcher(g: G.Kernel, name: str):
     return launch
 
 
+def _ragged_kernel(g: G.Kernel, name: str):
+    H, MT, NT, D = g.heads, g.m_tiles, g.n_tiles, g.head_dim
+
+    @flyc.kernel(name=name)
+    def ragged(out: fx.Pointer, q: fx.Pointer, kv: fx.Pointer, kv_scales: fx.Pointer, weights: fx.Pointer,
+               cu_starts: fx.Pointer, cu_ends: fx.Pointer, seq_len: Int32, seq_len_kv: Int32, stride_out: Int64,
+               stride_kv: Int32, stride_w: Int32, clean: Int32):
+        lane = Int32(gpu.thread_idx.x)
+        r = lane & Int32(15)
+        grp = lane >> Int32(4)
+        t0 = Int32(gpu.block_idx.x) * Int32(G.TILE)
+        tok = t0 + Int32(G.NTILE) * grp + r
+        in_out = tok < seq_len_kv
+        # keys past seq_len_kv read 0 (bounded resources) and are never stored
+        kv_rs = B.buffer_rsrc(kv, None, seq_len_kv * stride_kv)
+        ks_rs = B.buffer_rsrc(kv_scales, None, seq_len_kv * Int32(4))
+        kvv, ks = [], []
+        for j in range_constexpr(NT):
+            t = t0 + Int32(G.NTILE * j) + r
+            off = t * stride_kv + grp * Int32(32)
+            kvv.append(_load32(kv_rs, off, off + Int32(16)))
+            ks.append(Int32(B.buffer_load(ks_rs, t * Int32(4), 1)).bitcast(fx.Float32))
+        first = Int32(gpu.block_idx.y) * Int32(G.ROWS)
+        last = arith.min(first + Int32(G.ROWS), seq_len)
+        bound = seq_len * Int32(4)
+        for i in range(first, last, 1):
+            row = Int32(i)
+            start = B.scalar_load(cu_starts, row, 1, None, bound)[0]
+            end = arith.min(B.scalar_load(cu_ends, row, 1, None, bound)[0], seq_len_kv)
+            out_rs = B.buffer_rsrc(out, Int64(row) * stride_out * Int64(4), seq_len_kv * Int32(4))
+            seen = (tok >= start) & (tok < end)
+            hit = arith.min(arith.min(end - Int32(1) - t0, t0 + Int32(G.TILE - 1) - start), end - Int32(1) - start)
+            if hit >= Int32(0):
+                qa, wv = _row_operands(q, weights, Int64(row), stride_w, r, grp, H, MT)
+                total = _head_sums(qa, kvv, ks, wv, MT, NT)
+                if in_out & (seen | (clean != Int32(0))):
+                    B.buffer_store(seen.select(total, fx.Float32(NEG_INF)), out_rs, tok * Int32(4))
+            if hit < Int32(0):
+                if in_out & (clean != Int32(0)):
+                    B.buffer_store(fx.Float32(NEG_INF), out_rs, tok * Int32(4))
+
+    return ragged
+
+
+def _ragged_launcher(g: G.Kernel, name: str):
+    kern = _ragged_kernel(g, name)
+
+    @flyc.jit
+    def launch(out: fx.Pointer, q: fx.Pointer, kv: fx.Pointer, kv_scales: fx.Pointer, weights: fx.Pointer,
+               cu_starts: fx.Pointer, cu_ends: fx.Pointer, seq_len: Int32, seq_len_kv: Int32, stride_out: Int64,
+               stride_kv: Int32, stride_w: Int32, clean: Int32, stream: fx.Stream = fx.Stream(None)):
+        kern(out, q, kv, kv_scales, weights, cu_starts, cu_ends, seq_len, seq_len_kv, stride_out, stride_kv,
+             stride_w, clean).launch(grid=(1, 1, 1), block=(G.WAVE, 1, 1), stream=stream)
+
+    return launch
+
+
 def launcher(params: dict):
     """The launcher of one spec of the family (build_tools compiles it)."""
     FAMILY.validate_params(params)
@@ -212,7 +269,7 @@ def launcher(params: dict):
     name = FAMILY.symbol(params)
     if g.path == "paged":
         return _paged_launcher(g, name)
-    raise NotImplementedError("mqa_fp8: the ragged kernel")
+    return _ragged_launcher(g, name)
 
 
 def compile_hints(params: dict) -> dict:

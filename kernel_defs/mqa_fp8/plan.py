@@ -12,7 +12,7 @@ from .. import checks
 from ..mqa_runs_schedule import plan as runs_schedule
 from ..validate import check_int, check_no_overlap, check_tensor
 from . import geometry as G
-from .inputs import check_out, check_paged
+from .inputs import check_out, check_paged, check_ragged
 from .specs import FAMILY
 
 SLOTS_PER_CU = 8            # one-wave CTAs of the varctx grid per CU (at most 16 fit at <= 128 VGPRs)
@@ -69,3 +69,23 @@ def paged_plan(q_fp8, kv_cache, weights, out, context_lens, block_tables, max_mo
         return out, FAMILY.launch_plan(params, (-(-max_model_len // G.TILE), s.batch, 1), args)
     out.fill_(float("-inf"))          # cells past the listed chunks are not written
     return out, FAMILY.launch_plan(params, (schedule.shape[0] // s.next_n, 1, 1), args)
+
+
+def ragged_plan(q, kv, kv_scales, weights, cu_starts, cu_ends, *, clean_logits=True, out=None):
+    """(logits [S, S_kv] f32, the LaunchPlan or None when there is nothing to launch). With clean_logits
+    every cell is written (-inf outside [cu_starts[i], cu_ends[i])); without, only the window cells (the
+    rest of a new buffer is uninitialized, as upstream)."""
+    s = check_ragged(q, kv, kv_scales, weights, cu_starts, cu_ends)
+    if not isinstance(clean_logits, bool):
+        raise TypeError(f"clean_logits: expected a bool, got {type(clean_logits).__name__}")
+    if out is None:
+        out = torch.empty((s.seq_len, s.seq_len_kv), dtype=torch.float32, device=q.device)
+    check_out("out", out, s.seq_len, s.seq_len_kv, q, Q=q, KV=kv, kv_scales=kv_scales, weights=weights,
+              cu_starts=cu_starts, cu_ends=cu_ends)
+    if s.seq_len == 0 or s.seq_len_kv == 0:
+        return out, None
+    args = {"out": out, "q": q, "kv": kv, "kv_scales": kv_scales, "weights": weights, "cu_starts": cu_starts,
+            "cu_ends": cu_ends, "seq_len": s.seq_len, "seq_len_kv": s.seq_len_kv, "stride_out": out.stride(0),
+            "stride_kv": s.stride_kv, "stride_w": s.stride_w, "clean": int(clean_logits)}
+    grid = (-(-s.seq_len_kv // G.TILE), -(-s.seq_len // G.ROWS), 1)
+    return out, FAMILY.launch_plan(G.params("ragged", s.heads), grid, args)

@@ -99,3 +99,13 @@ def diff(x: torch.Tensor, y: torch.Tensor, visible: torch.Tensor) -> float:
     y = y.double().masked_fill(~visible, 0)
     den = (x * x + y * y).sum()
     return 0.0 if den == 0 else float(1 - 2 * (x * y).sum() / den)
+
+
+def ragged_logits_reference(q, keys, weights, cu_starts, cu_ends) -> torch.Tensor:
+    """q [S, H, D] float, keys [S_kv, D] float (KV * kv_scales, or unquantized), weights [S, H] -> float32
+    [S, S_kv]: row i scores t in [cu_starts[i], cu_ends[i]), -inf elsewhere."""
+    s = torch.einsum("shd,td->sht", q.double(), keys.double())
+    logits = (s.clamp_min(0) * weights.double().unsqueeze(-1)).sum(dim=1).float()
+    t = torch.arange(keys.shape[0])
+    window = (t >= cu_starts.long().unsqueeze(1)) & (t < cu_ends.long().unsqueeze(1))
+    return logits.masked_fill(~window, float("-inf"))

@@ -3,7 +3,7 @@
 Compile-time: path, heads, head_dim, page_size and key layout (paged path). Runtime: batch, next_n,
 every stride, the output width, the table width and the page count (both bound every page read).
 Prebuilt: H32/H64 x (page 1 plain, page 64 plain, page 64 preshuffled, page 64 preshuffled on the varctx
-grid) paged.
+grid) paged; H32/H64 ragged.
 Budget: one wave per CTA, no LDS, within 128 VGPRs (4 waves per SIMD).
 """
 from ...targets import DEFAULT_TARGET
@@ -18,7 +18,7 @@ _PAGED_ABI = kernel_abi(
     "int32_t stride_bt, int32_t num_pages, int32_t bt_width, int32_t batch")
 _RAGGED_ABI = kernel_abi(
     "void* out, void* q, void* kv, void* kv_scales, void* weights, void* cu_starts, void* cu_ends, "
-    "int32_t seq_len, int32_t seq_len_kv, int64_t stride_out, int32_t stride_w, int32_t clean")
+    "int32_t seq_len, int32_t seq_len_kv, int64_t stride_out, int32_t stride_kv, int32_t stride_w, int32_t clean")
 
 # (page_size, layout, grid) of the prebuilt paged kernels: aiter's default block 1, the 64-token pages
 # SGLang (plain) and vLLM (preshuffled, with the varctx schedule) pass.
@@ -27,7 +27,8 @@ PAGED_KINDS = ((1, "plain", "tiles"), (64, "plain", "tiles"), (64, "preshuffle",
 
 
 def _specs():
-    return [G.params("paged", h, p, lay, grid) for h in G.HEADS for p, lay, grid in PAGED_KINDS]
+    paged = [G.params("paged", h, p, lay, grid) for h in G.HEADS for p, lay, grid in PAGED_KINDS]
+    return paged + [G.params("ragged", h) for h in G.HEADS]
 
 
 FAMILY = Family(

@@ -168,3 +168,25 @@ def test_varctx_wild_schedule_rows_are_memory_safe():
     ref = R.paged_logits_reference(q.to(R.FP8), R.dequant_pages(cache, True), w, cl, bt, msl)
     assert torch.allclose(out[0], ref[0], rtol=1e-5, atol=1e-4, equal_nan=False) or torch.equal(out[0], ref[0])
     assert (out[1] == float("-inf")).all()
+
+
+def _opcheck_cases():
+    q, _, cache, w, cl, bt = make_problem(31, [70, 3], 2, 32, 64, preshuffle=True)
+    # FP8 as its uint8 bytes (the ops take both): opcheck's schema test multiplies inputs, which torch's
+    # CPU kernels cannot do in float8
+    paged = (q.to(R.FP8).view(torch.uint8), cache, w, cl, bt, 128, 64, True, None)
+    yield "fp8_paged_mqa_logits", paged
+    yield "fp8_paged_mqa_logits_out", (*paged, torch.empty(4, 128))
+    g = torch.Generator().manual_seed(32)
+    qr = torch.randn(9, 32, D, generator=g).to(R.FP8).view(torch.uint8)
+    kv = torch.randn(70, D, generator=g).to(R.FP8).view(torch.uint8)
+    ragged = (qr, kv, torch.rand(70, generator=g), torch.randn(9, 32, generator=g),
+              torch.zeros(9, dtype=torch.int32), torch.arange(62, 71, dtype=torch.int32), True)
+    yield "fp8_mqa_logits", ragged
+    yield "fp8_mqa_logits_out", (*ragged, torch.empty(9, 70))
+
+
+@pytest.mark.parametrize("name,args", list(_opcheck_cases()), ids=lambda v: v if isinstance(v, str) else "")
+def test_opcheck(name, args):
+    """torch's checks of the registered ops: schema, declared mutations, fake vs real metadata."""
+    torch.library.opcheck(getattr(torch.ops.flyaot, name).default, args)
