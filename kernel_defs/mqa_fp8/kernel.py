@@ -21,6 +21,12 @@ visible (t < context_lens[b] - next_n + 1 + n) and its page valid, -inf elsewher
   Pages are 132 bytes apart, so values are read in dwords.
 - preshuffled pages: values of a 16-token tile stored [dim / 16][token][dim % 16] (aiter's
   shuffle_weight (16, 16) of the page's [P, D] values), so a lane's two loads are 256 bytes apart.
+- varctx grid: CTA s reads row s * next_n of the runs-schedule table (first row of the sequence, first
+  chunk, chunk count, context) and runs the same tile body over its chunks, storing nothing for dead
+  chunks (the op's -inf fill stands; idle slots name chunk 0 of row 0 with context 0).
+
+Ragged kernel, grid (ceil(S_kv / 64), ceil(S / 8)): the CTA loads its 64 keys once (bounded by S_kv)
+and scores 8 query rows; a row whose window misses the tile stores -inf (clean_logits) or nothing.
 """
 import flydsl.compiler as flyc
 import flydsl.expr as fx
