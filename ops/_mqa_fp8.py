@@ -76,3 +76,51 @@ def fp8_mqa_logits(Q: torch.Tensor, KV: torch.Tensor, kv_scales: torch.Tensor, w
         if plan is not None:
             runtime.launch(plan, stream=stream)
     return out
+
+
+# ------------------------------------------------------------------------------- CLI selftest
+
+def selftest(device):
+    """The paged op on preshuffled 64-token pages (tiles and varctx grids) and on 1-token pages, and the
+    ragged op, on small problems against the torch references: every -inf where the reference has one,
+    max |err| <= 1e-5 max |ref| elsewhere."""
+    from ..kernel_defs.mqa_fp8 import reference as R
+    from .hooks import check, describe
+    torch.device(device)
+
+    def compare(out, ref):
+        live = ref != float("-inf")
+        err = (out.cpu()[live] - ref[live]).abs().max().item() if live.any() else 0.0
+        m = {"inf_placement": bool(torch.equal(out.cpu() == float("-inf"), ~live)),
+             "max_rel_err": err / max(ref[live].abs().max().item(), 1e-30) if live.any() else 0.0}
+        return m["inf_placement"] and m["max_rel_err"] <= 1e-5, describe(m)
+
+    def paged(page, preshuffle, varctx):
+        g = torch.Generator().manual_seed(page)
+        ctx, next_n, msl = [100, 0, 37], 2, 128
+        n = sum(-(-c // page) for c in ctx) + 1
+        cache = R.write_paged_cache(torch.randn(n, page, 1, 128, generator=g))
+        cache = R.preshuffle_cache(cache) if preshuffle else cache
+        bt = torch.randint(0, n, (3, -(-msl // page)), generator=g, dtype=torch.int32)
+        q = torch.randn(3, next_n, 64, 128, generator=g).to(R.FP8)
+        w = torch.randn(3 * next_n, 64, generator=g)
+        cl = torch.tensor(ctx, dtype=torch.int32)
+        dev = [t.to(device) for t in (q, cache, w, cl, bt)]
+        sched = fp8_paged_mqa_logits_schedule(dev[3], msl, next_n, cu_count=1) if varctx else None
+        out = fp8_paged_mqa_logits(*dev, msl, kv_block_size=page, preshuffle=preshuffle, schedule=sched)
+        return compare(out, R.paged_logits_reference(q, R.dequant_pages(cache, preshuffle), w, cl, bt, msl))
+
+    def ragged():
+        g = torch.Generator().manual_seed(5)
+        q = torch.randn(11, 32, 128, generator=g).to(R.FP8)
+        kv = torch.randn(90, 128, generator=g).to(R.FP8)
+        sc, w = torch.rand(90, generator=g), torch.randn(11, 32, generator=g)
+        ends = torch.arange(80, 91, dtype=torch.int32)
+        starts = (ends - 50).clamp_min(0)
+        out = fp8_mqa_logits(*[t.to(device) for t in (q, kv, sc, w, starts, ends)])
+        return compare(out, R.ragged_logits_reference(q, kv.double() * sc.double()[:, None], w, starts, ends))
+
+    yield check("paged H64 p64 preshuffled next_n=2 ctx=[100,0,37]", lambda: paged(64, True, False))
+    yield check("paged H64 p64 preshuffled varctx schedule", lambda: paged(64, True, True))
+    yield check("paged H64 p1 next_n=2", lambda: paged(1, False, False))
+    yield check("ragged H32 S=11 S_kv=90 sliding windows", ragged)
