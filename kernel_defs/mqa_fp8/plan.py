@@ -15,14 +15,18 @@ from . import geometry as G
 from .inputs import check_out, check_paged, check_ragged
 from .specs import FAMILY
 
-SLOTS_PER_CU = 8            # one-wave CTAs of the varctx grid per CU (at most 16 fit at <= 128 VGPRs)
+SLOTS_PER_CU = 32           # most one-wave CTAs of the varctx grid per CU (16 are resident at <= 128 VGPRs)
 GFX950_CUS = 256            # MI355X; the default when the caller names no CU count and no GPU is present
 
 
-def default_slots(batch: int, cu_count=None) -> int:
-    """Persistent CTAs of the varctx grid: SLOTS_PER_CU per CU, at least one per sequence."""
+def default_slots(batch: int, max_model_len: int, cu_count=None) -> int:
+    """Persistent CTAs of the varctx grid: one per 64-token chunk the output rows can hold, at most
+    SLOTS_PER_CU per CU, at least one per sequence. On the timing model a slot's chunks run one after
+    another, so fewer chunks per slot win until idle slots cost more than they save
+    (docs/families/mqa_fp8.md#performance)."""
     cus = GFX950_CUS if cu_count is None else check_int("TotalCuCount", cu_count, lo=1)
-    return max(batch, 1, cus * SLOTS_PER_CU)
+    chunks = batch * -(-check_int("max_model_len", max_model_len, lo=1) // G.TILE)
+    return max(batch, 1, min(cus * SLOTS_PER_CU, chunks))
 
 
 def schedule_plan(context_lens, max_model_len: int, next_n: int, slots: int, out=None):

@@ -140,10 +140,10 @@ def test_bad_arguments_are_named():
 
 @pytest.mark.parametrize("heads,cu_count", [(64, 1), (32, None)])
 def test_varctx_schedule_grid(heads, cu_count):
-    """The persistent grid over the runs-schedule table: runs of several chunks (1 CU: 8 slots for 18
+    """The persistent grid over the runs-schedule table: runs of several chunks (1 CU: 32 slots for 36
     chunks) and of one (the default slot count); a caller's garbage in `out` is overwritten."""
     from flyaot.ops import fp8_paged_mqa_logits_schedule
-    ctx, msl, next_n = [1000, 5, 0, 130], 1024, 2
+    ctx, msl, next_n = [2000, 5, 0, 130], 2048, 2
     q, keys, cache, w, cl, bt = make_problem(11, ctx, next_n, heads, 64, preshuffle=True)
     table = fp8_paged_mqa_logits_schedule(cl, msl, next_n, cu_count=cu_count)
     assert table.dtype == torch.int32 and table.shape[1] == 4 and table.shape[0] % next_n == 0
