@@ -190,3 +190,18 @@ def _opcheck_cases():
 def test_opcheck(name, args):
     """torch's checks of the registered ops: schema, declared mutations, fake vs real metadata."""
     torch.library.opcheck(getattr(torch.ops.flyaot, name).default, args)
+
+
+def test_checked_mode_refuses_wild_values(monkeypatch):
+    """FLYAOT_CHECK=1: a table entry outside kv_cache or a negative length is a ValueError before launch."""
+    from flyaot import runtime
+    monkeypatch.setenv("FLYAOT_CHECK", "1")
+    runtime.reset()
+    q, _, cache, w, cl, bt = make_problem(41, [130, 20], 1, 64, 64)
+    bt[0, 1] = cache.shape[0]
+    with pytest.raises(ValueError, match="block_tables"):
+        fp8_paged_mqa_logits(q.to(R.FP8), cache, w, cl, bt, 192, kv_block_size=64)
+    with pytest.raises(ValueError, match="context_lens"):
+        fp8_paged_mqa_logits(q.to(R.FP8), cache, w, torch.tensor([-1, 20], dtype=torch.int32), bt, 192,
+                             kv_block_size=64)
+    runtime.reset()
