@@ -128,3 +128,27 @@ def selftest(device):
     yield check("paged H64 p64 preshuffled varctx schedule", lambda: paged(64, True, True))
     yield check("paged H64 p1 next_n=2", lambda: paged(1, False, False))
     yield check("ragged H32 S=11 S_kv=90 sliding windows", ragged)
+
+
+# (batch, next_n, context): rows of the FP4 decode benchmark, H64 D128, preshuffled 64-token pages
+_BENCH_GPU = ((2, 1, 512), (16, 1, 4352), (1, 1, 65536), (32, 4, 32768))
+_BENCH_EMU = ((2, 1, 512),)
+
+
+def bench(device):
+    """Median us per fp8_paged_mqa_logits call (tiles grid, preshuffled 64-token pages, H64, every
+    context at its row's length) on rows of the FP4 decode benchmark."""
+    from .hooks import timed
+    emu = torch.device(device).type == "cpu"
+    for batch, next_n, ctx in _BENCH_EMU if emu else _BENCH_GPU:
+        pages = batch * -(-ctx // 64)
+        cache = torch.randint(0, 0x70, (pages, 64, 1, 132), dtype=torch.uint8)
+        cache.view(pages, -1)[:, 64 * 128:] = torch.ones(pages, 64).view(torch.uint8)
+        bt = torch.arange(pages, dtype=torch.int32).reshape(batch, -1)
+        q = torch.randint(0, 0x70, (batch, next_n, 64, 128), dtype=torch.uint8)
+        w = torch.randn(batch * next_n, 64)
+        cl = torch.full((batch,), ctx, dtype=torch.int32)
+        dev = [t.to(device) for t in (q, cache, w, cl, bt)]
+        out = torch.empty(batch * next_n, ctx, device=device)
+        yield timed(f"{batch}x{next_n}x{ctx} H64", lambda: fp8_paged_mqa_logits(*dev, ctx, kv_block_size=64,
+                                                                                preshuffle=True, out=out), device)
