@@ -10,6 +10,11 @@ are upstream's. Differences a caller can observe:
 - CPU tensors run on flyaot's gfx950 emulator.
 - compute_prefill_schedule builds upstream's one-row-per-CTA table (CTA_INFO_WIDTH = 6 ints); the
   prefill op also takes flyaot's own grouped table (flyaot.ops.compute_prefill_schedule).
+- FP8 indexer (deepgemm_fp8_paged_mqa_logits): ChunkK, TotalCuCount and WavePerEU are hints (one
+  64-token tile per CTA serves every call); the kernel writes every cell of out_logits (-inf where
+  hidden), so a caller's -inf pre-fill is not needed; the return value names the kernel (upstream
+  returns a Triton cache key). deepgemm_fp8_paged_mqa_logits_schedule returns flyaot's own schedule
+  table (pass it on as VarCtxSchedule; upstream's is a 1-int tensor only its kernel reads).
 - A16WFP4: `config` names a tile of flyaot's kernels (a16wfp4_config_legal says which), and
   waves_per_eu is ignored (an occupancy hint these kernels do not take).
 """
@@ -25,6 +30,7 @@ from ..kernel_defs.gemm_a16wfp4 import plan as _gemm_plan
 from ..kernel_defs.gemm_a16wfp4.layout import PreparedMXFP4Weight as _Prepared
 from ..kernel_defs.mqa_runs_schedule.plan import default_parallel_units as _default_units
 from ..kernel_defs.mqa_common.prefill_table import ROW_INFO_INTS
+from ..kernel_defs.mqa_fp8 import geometry as _fp8_geometry
 from ..kernel_defs.mqa_runs_schedule import plan as _runs_schedule
 from ..kernel_defs.validate import check_int as _check_int
 from ..kernel_defs.validate import check_tensor as _check_tensor
@@ -34,8 +40,10 @@ from ..ops._torch_ops import on_stream as _on_stream
 
 __all__ = ["CTA_INFO_WIDTH", "DenseGemmConfig", "PreshuffledA16WFP4Weight", "a16wfp4_config_legal",
            "a16wfp4_shape_supported", "compute_prefill_schedule", "compute_varctx_schedule",
-           "compute_varqlen_windows", "flydsl_gemm_a16wfp4", "flydsl_pa_mqa_logits_fp4",
-           "flydsl_pa_mqa_logits_fp4_prefill", "flydsl_pa_mqa_logits_fp4_varqlen", "is_flydsl_available",
+           "compute_varqlen_windows", "deepgemm_fp8_paged_mqa_logits",
+           "deepgemm_fp8_paged_mqa_logits_schedule", "flydsl_gemm_a16wfp4", "flydsl_pa_mqa_logits_fp4",
+           "flydsl_pa_mqa_logits_fp4_prefill", "flydsl_pa_mqa_logits_fp4_varqlen", "fp8_mqa_logits",
+           "is_flydsl_available",
            "prepare_gemm_a16wfp4_weight"]
 
 CTA_INFO_WIDTH = ROW_INFO_INTS
@@ -162,6 +170,38 @@ def flydsl_pa_mqa_logits_fp4_varqlen(q_fp4, q_scale, kv_cache, kv_scale, block_t
                                           weight_scale=weight_scale, block_k=block_k, kv_block_size=kv_block_size,
                                           num_warps=num_warps, parallel_unit_num=parallel_unit_num, out=out,
                                           cta_info=cta_info, n_ctas=n_ctas, stream=stream)
+
+
+# ------------------------------------------------------------------------------------- FP8 indexer
+
+def deepgemm_fp8_paged_mqa_logits(q_fp8, kv_cache, weights, out_logits, context_lens, kv_indices, max_model_len,
+                                  Preshuffle=False, KVBlockSize=1, ChunkK=256, TotalCuCount=None, WavePerEU=2,
+                                  VarCtxSchedule=None):
+    """Fills out_logits [B*next_n, max_model_len] f32 with the FP8 indexer logits (flyaot.ops.
+    fp8_paged_mqa_logits); returns the name of the kernel that ran."""
+    _ops.fp8_paged_mqa_logits(q_fp8, kv_cache, weights, context_lens, kv_indices, max_model_len,
+                              kv_block_size=KVBlockSize, preshuffle=bool(Preshuffle), schedule=VarCtxSchedule,
+                              out=out_logits)
+    return _fp8_geometry.symbol(_fp8_geometry.params("paged", q_fp8.shape[2], KVBlockSize,
+                                                     "preshuffle" if Preshuffle else "plain",
+                                                     "tiles" if VarCtxSchedule is None else "varctx"))
+
+
+def deepgemm_fp8_paged_mqa_logits_schedule(batch_size, next_n, context_lens, max_model_len, ChunkK=256,
+                                           TotalCuCount=None, WavePerEU=2):
+    """The VarCtxSchedule to pass to deepgemm_fp8_paged_mqa_logits (flyaot's int32 [slots * next_n, 4]
+    table of 64-token chunk runs, one kernel launch; upstream returns a 1-int chunks-per-CTA tensor that
+    only its own kernel reads). ChunkK and WavePerEU are hints; TotalCuCount None: the device's CU count."""
+    _check_int("batch_size", batch_size, lo=0)
+    _check_tensor("context_lens", context_lens, dtype=torch.int32, shape=(batch_size,))
+    if TotalCuCount is None and context_lens.is_cuda:
+        TotalCuCount = torch.cuda.get_device_properties(context_lens.device).multi_processor_count
+    return _ops.fp8_paged_mqa_logits_schedule(context_lens, max_model_len, next_n, cu_count=TotalCuCount)
+
+
+def fp8_mqa_logits(Q, KV, kv_scales, weights, cu_starts, cu_ends, clean_logits=True):
+    """Ragged prefill logits [S, S_kv] f32 (flyaot.ops.fp8_mqa_logits)."""
+    return _ops.fp8_mqa_logits(Q, KV, kv_scales, weights, cu_starts, cu_ends, clean_logits)
 
 
 # ------------------------------------------------------------------------------------- A16WFP4 GEMM

@@ -8,6 +8,10 @@ Layouts (M = N = 16 or 32; g = lane // M is the lane group, r = lane % M):
 - bf16/f16 (v_mfma_f32_{16x16x32,32x32x16,16x16x16,32x32x8}_{bf16,f16}): the lane's
   KL = K*M/64 elements are K = KL*g + j, j = 0..KL-1; element j is half j%2 (low half first)
   of dword j//2. (Where each layout rule comes from: docs/emulator.md#sources.)
+- 8-bit dense (v_mfma_f32_{16x16x32,32x32x16}_{fp8,bf8}_{fp8,bf8}): the same rule with one byte per
+  element: KL = 8 elements, K = 8*g + j, element j is byte j%4 of dword j//4 (2 dwords per
+  operand; the CDNA3 8-bit MFMA layout, shared with v_mfma_i32_*_i8). The first format names A,
+  the second B; on gfx950 both are OCP (FP8 E4M3FN, BF8 E5M2), not gfx942's FNUZ formats.
 - f8f6f4 (v_mfma[_scale]_f32_16x16x128_f8f6f4, _32x32x64_): 32 elements per lane, stored
   as 8 dwords (FP8/BF8, one byte each), 6 dwords (FP6/BF6, 6-bit fields, element i at bits
   [6i, 6i+6)) or 4 dwords (FP4, element 2i in the low nibble of byte i).
@@ -188,6 +192,26 @@ def mfma_dense(a_regs, b_regs, c_regs, m: int, k: int, elem: str,
     idx = _dense_index(m, k)
     a = table.take(_items(a_regs[:kl // 2], np.uint16).take(idx))
     bt = table.take(_items(b_regs[:kl // 2], np.uint16).take(idx))
+    d = a @ bt.T
+    d += _acc_in(c_regs, m)
+    return _acc_out(d, m)
+
+
+@lru_cache(maxsize=None)
+def _dense8_index(m: int, k: int) -> np.ndarray:
+    """8-bit dense MFMAs: byte index (see _reg_index) of every (row, K) entry, [m, K]."""
+    return _reg_index(dense_gather(m, k), k * m // LANES, 1).reshape(m, k)
+
+
+def mfma_dense_f8(a_regs, b_regs, c_regs, m: int, k: int, fmt_a: MiniFloat, fmt_b: MiniFloat,
+                  cbsz: int = 0, abid: int = 0, blgp: int = 0) -> np.ndarray:
+    """D = C + A @ B for v_mfma_f32_{m}x{m}x{k}_{fp8,bf8}_{fp8,bf8} (A in fmt_a, B in fmt_b)."""
+    if cbsz or blgp:
+        lane_a, lane_b = broadcast_lanes(cbsz, abid, blgp)
+        a_regs, b_regs = a_regs[:, lane_a], b_regs[:, lane_b]
+    idx = _dense8_index(m, k)
+    a = fmt_a.table.take(_items(a_regs[:2], np.uint8).take(idx))
+    bt = fmt_b.table.take(_items(b_regs[:2], np.uint8).take(idx))
     d = a @ bt.T
     d += _acc_in(c_regs, m)
     return _acc_out(d, m)

@@ -9,10 +9,11 @@ import importlib
 
 from ._gemm_a16wfp4 import gemm_a16wfp4, prepare_mxfp4_weight
 from ._mqa_decode import pa_mqa_logits_fp4
+from ._mqa_fp8 import fp8_mqa_logits, fp8_paged_mqa_logits, fp8_paged_mqa_logits_schedule
 from ._mqa_prefill import (compute_prefill_schedule, compute_varqlen_windows, pa_mqa_logits_fp4_prefill,
                            pa_mqa_logits_fp4_varqlen)
 
-__all__ = sorted(["compute_prefill_schedule", "compute_varqlen_windows", "gemm_a16wfp4", "pa_mqa_logits_fp4",
+__all__ = sorted(["compute_prefill_schedule", "compute_varqlen_windows", "fp8_mqa_logits", "fp8_paged_mqa_logits", "fp8_paged_mqa_logits_schedule", "gemm_a16wfp4", "pa_mqa_logits_fp4",
                   "pa_mqa_logits_fp4_prefill", "pa_mqa_logits_fp4_varqlen", "prepare_mxfp4_weight"])
 
 

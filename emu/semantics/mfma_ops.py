@@ -13,8 +13,8 @@ import numpy as np
 
 from . import handles, specializes
 from .common import fast_src, plain, write_mask
-from ..mfma import acc_index, mfma_dense, mfma_f8f6f4, operand_dwords, scale_bytes
-from ..numerics import F8F6F4
+from ..mfma import acc_index, mfma_dense, mfma_dense_f8, mfma_f8f6f4, operand_dwords, scale_bytes
+from ..numerics import BF8, F8F6F4, FP8
 from ..wave import EmuError, LANES, N_VGPR
 
 _ALL_LANES = np.ones(LANES, dtype=bool)
@@ -30,6 +30,10 @@ _DENSE = {
     "v_mfma_f32_16x16x16_f16": (16, 16, "f16"),
     "v_mfma_f32_32x32x8_f16": (32, 8, "f16"),
 }
+
+# mnemonic -> (M, K, A format, B format): the 8-bit forms of the dense layout
+_DENSE8 = {f"v_mfma_f32_{m}x{m}x{k}_{a}_{b}": (m, k, {"fp8": FP8, "bf8": BF8}[a], {"fp8": FP8, "bf8": BF8}[b])
+           for m, k in ((16, 32), (32, 16)) for a in ("fp8", "bf8") for b in ("fp8", "bf8")}
 
 _F8F6F4 = {
     "v_mfma_f32_16x16x128_f8f6f4": (16, False),
@@ -58,6 +62,16 @@ def mfma_dense_op(w, ins):
     d = acc_index(m).shape[0]
     out = mfma_dense(w.read(ins.src[0], kd), w.read(ins.src[1], kd), w.read(ins.src[2], d),
                      m, k, elem, _mod(ins, "cbsz"), _mod(ins, "abid"), _mod(ins, "blgp"))
+    w.write(ins.dst[0], out, _ALL_LANES)
+
+
+@handles(*_DENSE8)
+def mfma_dense8_op(w, ins):
+    m, k, fa, fb = _DENSE8[ins.op]
+    _reject_neg(ins)
+    d = acc_index(m).shape[0]
+    out = mfma_dense_f8(w.read(ins.src[0], 2), w.read(ins.src[1], 2), w.read(ins.src[2], d),
+                        m, k, fa, fb, _mod(ins, "cbsz"), _mod(ins, "abid"), _mod(ins, "blgp"))
     w.write(ins.dst[0], out, _ALL_LANES)
 
 
@@ -140,6 +154,20 @@ def _fast_dense(ins):
         return None
     cbsz, abid, blgp = _mod(ins, "cbsz"), _mod(ins, "abid"), _mod(ins, "blgp")
     return lambda w, ins: put(w, mfma_dense(ra(w), rb(w), rc(w), m, k, elem, cbsz, abid, blgp))
+
+
+@specializes(*_DENSE8)
+def _fast_dense8(ins):
+    m, k, fa, fb = _DENSE8[ins.op]
+    if not plain(ins, allowed=_MFMA_MODS):
+        return None
+    d = acc_index(m).shape[0]
+    ra, rb, rc = _rows(ins.src[0], 2), _rows(ins.src[1], 2), _acc_rows(ins.src[2], d)
+    put = _dst_rows(ins.dst[0], d)
+    if None in (ra, rb, rc, put):
+        return None
+    cbsz, abid, blgp = _mod(ins, "cbsz"), _mod(ins, "abid"), _mod(ins, "blgp")
+    return lambda w, ins: put(w, mfma_dense_f8(ra(w), rb(w), rc(w), m, k, fa, fb, cbsz, abid, blgp))
 
 
 @specializes(*_F8F6F4)

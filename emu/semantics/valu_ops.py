@@ -347,8 +347,12 @@ op("v_add_f64", "f64", "f64 f64", lambda a, b: a + b)
 op("v_mul_f64", "f64", "f64 f64", lambda a, b: a * b)
 op("v_min_f64", "f64", "f64 f64", np.fmin)
 op("v_max_f64", "f64", "f64 f64", np.fmax)
-op("v_fma_f64", "f64", "f64 f64 f64",     # long double: exact product only for short mantissas
-   lambda a, b, c: (a.astype(np.longdouble) * b + c).astype(f64))
+def _fma64(a, b, c):
+    # long double: exact product only for short mantissas (docs/emulator.md#assumptions-and-doubts)
+    return (a.astype(np.longdouble) * b + c).astype(f64)
+
+
+op("v_fma_f64", "f64", "f64 f64 f64", _fma64)
 op("v_ldexp_f64", "f64", "f64 i32", _ldexp)
 op("v_rcp_f64", "f64", "f64", lambda a: 1.0 / a)
 op("v_rsq_f64", "f64", "f64", lambda a: 1.0 / np.sqrt(a))
@@ -392,6 +396,15 @@ def _fmac(w, ins):
     c = w.read(ins.dst[0], 1)[0].view(f32)
     r = _fma32(a, b, c) if ins.op == "v_fmac_f32" else a * b + c
     write_u32(w, ins, f32_post(r.astype(f32), ins.mods))
+
+
+@handles("v_fmac_f64")
+def _fmac64(w, ins):
+    """vdst = src0 * src1 + vdst in f64 (VOP2 / VOP3 v_fmac_f64, the accumulator form of v_fma_f64)."""
+    a, b = src_f64(w, ins, 0), src_f64(w, ins, 1)
+    v = w.read(ins.dst[0], 2)
+    c = (v[0].astype(u64) | (v[1].astype(u64) << u64(32))).view(f64)
+    _write(w, ins, "f64", _fma64(a, b, c))
 
 
 @specializes("v_fmac_f32")

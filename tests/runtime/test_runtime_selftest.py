@@ -17,7 +17,7 @@ from flyaot.ops import hooks
 from flyaot.runtime.dispatch import Runtime
 from tests.support import miss_records, run_build
 
-FAMILIES = {"mqa_decode", "mqa_prefill", "gemm_a16wfp4"}
+FAMILIES = {"mqa_decode", "mqa_prefill", "gemm_a16wfp4", "mqa_fp8"}
 
 
 @pytest.fixture(scope="module")
