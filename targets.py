@@ -25,6 +25,14 @@ class GPUTarget:
     def triple(self) -> str:
         return "amdgcn-amd-amdhsa"
 
+    def wave(self, lanes: int, who: str) -> int:
+        """`lanes` when this target's waves have that many lanes, else a ValueError naming `who`: a
+        kernel's lane layouts are written for one wave size."""
+        if self.warp_size != lanes:
+            raise ValueError(f"{who}: its lane layouts are written for {lanes}-lane waves; target {self.arch} "
+                             f"runs {self.warp_size}-lane waves")
+        return lanes
+
 
 # gfx950 (CDNA4, MI350X / MI355X): 160 KiB LDS per workgroup, 512 VGPRs per wave split 256 + 256
 # between architectural and accumulation registers, 102 addressable SGPRs, wave64.

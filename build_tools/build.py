@@ -55,8 +55,9 @@ def finish_entry(spec, spec_id: str, kb: KernelBuild):
     if tuple(zip(kb.arg_names, kb.arg_ctypes)) != declared:
         return None, (f"the launcher's signature {list(zip(kb.arg_names, kb.arg_ctypes))} differs from the "
                       f"kernel ABI the family declares {list(declared)}")
-    problems = gates.check(co, target=targets.get(spec.target), symbol=fam.symbol(params), block=tuple(fam.block(params)),
-                           traced_block=tuple(kb.block), arg_ctypes=tuple(kb.arg_ctypes), budget=fam.budget(params))
+    row = targets.get(spec.target)
+    problems = gates.check(co, target=row, symbol=fam.symbol(params), block=tuple(fam.block(params, row)),
+                           traced_block=tuple(kb.block), arg_ctypes=tuple(kb.arg_ctypes), budget=fam.budget(params, row))
     if problems:
         return None, "refused by gates: " + "; ".join(problems)
     return make_entry(spec, spec_id, kb, co), None

@@ -6,11 +6,12 @@ import os
 import traceback
 
 
-def compile_spec_in_process(family: str, params: dict):
-    """Compile one spec here (the caller has set up the toolchain environment)."""
+def compile_spec_in_process(family: str, params: dict, arch: str):
+    """Compile one spec here for the target row `arch` (the caller has set up the toolchain environment)."""
+    from .. import targets
     from ..kernel_defs import registry
     from .flydsl_compile import compile_family_spec
-    return compile_family_spec(registry.get_family(family), params)
+    return compile_family_spec(registry.get_family(family), params, targets.get(arch))
 
 
 def run_one(conn, log_path: str, toolkit_root: str, family: str, params: dict, arch: str) -> None:
@@ -22,7 +23,7 @@ def run_one(conn, log_path: str, toolkit_root: str, family: str, params: dict, a
     from .toolchain import setup_process_env
     setup_process_env(toolkit_root, arch)   # a no-op rewrite when the fork server's preload did it
     try:
-        conn.send(("ok", compile_spec_in_process(family, params).as_dict()))
+        conn.send(("ok", compile_spec_in_process(family, params, arch).as_dict()))
     except Exception:  # a Python-level compile error fails this spec only
         conn.send(("error", traceback.format_exc()))
     conn.close()
