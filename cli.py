@@ -1,6 +1,6 @@
 """`python -m flyaot`: the runtime's commands (env, list, verify, clear-cache) plus the ops' selftest
 and bench. It sits above both rooms, so the runtime never imports the ops."""
-from .runtime import cli as runtime_cli
+from .runtime import commands as runtime_commands
 
 
 def _hook_command(name: str):
@@ -33,4 +33,4 @@ COMMANDS = (("selftest", "each family against its torch reference", _hook_argume
 
 
 def main(argv=None) -> int:
-    return runtime_cli.main(argv, extra_commands=COMMANDS)
+    return runtime_commands.main(argv, extra_commands=COMMANDS)

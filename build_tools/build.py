@@ -14,7 +14,7 @@ from .flydsl_compile import KernelBuild
 from ..kernel_defs.registry import family_source_hash
 from . import gates, pool, toolchain
 from ..store.write import write_store
-from .store import BuildCache, make_entry
+from .build_cache import BuildCache, make_entry
 
 log = logging.getLogger("flyaot.build")
 

@@ -6,7 +6,7 @@ preallocated `out` allocates nothing at all.
 import torch
 
 from ..registry import LaunchPlan  # noqa: F401  (the type plans return)
-from ..validate import check_device, check_int, check_no_overlap, check_rows_disjoint, check_tensor
+from ..tensor_checks import check_device, check_int, check_no_overlap, check_rows_disjoint, check_tensor
 from . import configs, geometry
 from .layout import PreparedMXFP4Weight
 from .specs import FAMILY

@@ -9,7 +9,7 @@ import torch
 
 from ..mqa_common.inputs import DWORD_ALIGN, HEAD_DIMS, HEADS, PAGE_SIZES, VALUE_ALIGN, check_kv_pages
 from ..mqa_common.layouts import K_TILE, k_tiles, qs_pad
-from ..validate import (E8M0, FP4X2, INT32_MAX, check_choice, check_float, check_int, check_rows_disjoint,
+from ..tensor_checks import (E8M0, FP4X2, INT32_MAX, check_choice, check_float, check_int, check_rows_disjoint,
                         check_same_device, check_tensor)
 from .geometry import STAGED_MAX_NEXT_N as MAX_NEXT_N
 

@@ -16,8 +16,8 @@ import torch
 from ..mqa_common.inputs import DWORD_ALIGN
 from ..mqa_runs_schedule import plan as runs_schedule
 from ..registry import LaunchPlan
-from ..validate import check_int, check_no_overlap, check_tensor
-from .. import checks
+from ..tensor_checks import check_int, check_no_overlap, check_tensor
+from .. import value_checks
 from .geometry import (DEFAULT_TILE, DIRECT_HEADS, DIRECT_VARIANTS, MAX_WARPS, QUAD, Staged, direct_params,
                        direct_tile, staged_params)
 from .geometry import MAX_NEXT_N as DIRECT_MAX_NEXT_N
@@ -143,7 +143,7 @@ def plan_call(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, context
             check_int("parallel_unit_num", parallel_unit_num, lo=1)
         return _minus_inf(out, 0, max_seq_len, q_fp4.device), ()
     if check_values:
-        checks.decode_values(block_tables=block_tables, context_lens=context_lens, num_pages=kv_cache.shape[0],
+        value_checks.decode_values(block_tables=block_tables, context_lens=context_lens, num_pages=kv_cache.shape[0],
                              page_size=s.page_size, max_seq_len=max_seq_len, next_n=next_n, cta_info=cta_info,
                              total_ctas=total_ctas)
     if takes_direct_path(s, cta_info=cta_info, total_ctas=total_ctas, block_k=block_k, num_warps=num_warps,

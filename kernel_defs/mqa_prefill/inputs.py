@@ -2,7 +2,7 @@
 host sync; plan.py applies them before it builds the launches."""
 import torch
 
-from .. import validate as V
+from .. import tensor_checks as V
 from ..mqa_common.inputs import DWORD_ALIGN, HEAD_DIMS, HEADS, PAGE_SIZES, VALUE_ALIGN, check_kv_pages
 from ..mqa_common.layouts import k_tiles, qs_pad
 from ..mqa_common.prefill_table import ROW_INFO_INTS

@@ -14,8 +14,8 @@ conversion are one launch each of the mqa_prefill_meta family, ahead of the pref
 """
 import torch
 
-from .. import checks
-from .. import validate as V
+from .. import value_checks
+from .. import tensor_checks as V
 from ..mqa_common.prefill_table import ROW_INFO_INTS
 from ..mqa_prefill_meta import plan as meta
 from ..registry import LaunchPlan
@@ -92,7 +92,7 @@ def plan_call(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, row_to_
             checked = meta.converted(table, n_ctas, block_k=block_k, rows=rows, page_size=page,
                                      max_seq_len=max_seq_len)
     if check_values:
-        checks.prefill_values(block_tables=block_tables, num_pages=kv_cache.shape[0], page_size=page,
+        value_checks.prefill_values(block_tables=block_tables, num_pages=kv_cache.shape[0], page_size=page,
                               row_to_batch=row_to_batch, local_starts=local_starts, local_ends=local_ends,
                               max_seq_len=max_seq_len, cta_info=checked)
     main = make_plan(params, q_fp4=q_fp4, q_scale=q_scale, kv_cache=kv_cache, kv_scale=kv_scale,

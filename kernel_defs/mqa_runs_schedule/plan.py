@@ -8,7 +8,7 @@ argument, so one spec per layout serves every call. Allocations only: no torch d
 """
 import torch
 
-from ..validate import check_int, check_no_overlap, check_tensor
+from ..tensor_checks import check_int, check_no_overlap, check_tensor
 from .geometry import MAX_SLOTS, MAX_TABLE_BYTES, WIDTH
 from .specs import FAMILY
 

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from flyaot import runtime, targets
-from flyaot.build_tools import cli
+from flyaot.build_tools import __main__ as cli
 from flyaot.formats import codeobject
 from flyaot.kernel_defs import registry
 from flyaot.runtime import ArchMismatchError, drivers

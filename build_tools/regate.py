@@ -10,7 +10,7 @@ from .flydsl_compile import KernelBuild
 from ..store import verify as store_verify
 from ..store.index import Location
 from . import gates
-from .store import make_entry
+from .build_cache import make_entry
 
 
 def gate_problems(store, sid: str, entry: dict, data: bytes) -> list:
