@@ -34,7 +34,7 @@ class BuildReport:
         return f"{self.built} built, {self.cached} cached, {len(self.failures)} failed"
 
 
-def default_cache_dir() -> pathlib.Path:
+def default_build_cache_dir() -> pathlib.Path:
     env = os.environ.get("FLYAOT_BUILD_CACHE")
     return pathlib.Path(env) if env else toolchain.user_cache_home() / "flyaot" / "build-cache"
 
@@ -76,7 +76,7 @@ def compile_specs(specs, *, cache_dir=None, jobs=None, timeout=120.0) -> BuildRe
     toolchain.prepare_toolkit(linker, toolkit_base)
     ids = spec_ids(specs, fv)
     # The linker is not part of a spec's content id (the runtime cannot know it), so it keys the cache.
-    cache = BuildCache(pathlib.Path(cache_dir or default_cache_dir()) / re.sub(r"\W+", "-", linker.version))
+    cache = BuildCache(pathlib.Path(cache_dir or default_build_cache_dir()) / re.sub(r"\W+", "-", linker.version))
     report = BuildReport(toolchain={"flydsl": fv, "lld": linker.version})
 
     def accept(spec, kb):

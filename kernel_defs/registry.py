@@ -68,9 +68,10 @@ class Family:
     def kernel_module(self) -> str:
         return f"{__package__}.{self.name}.{self.kernel}"
 
-    @property
+    @functools.cached_property
     def target_rows(self) -> tuple:
-        """The targets.py rows of `targets`, in declaration order."""
+        """The targets.py rows of `targets`, in declaration order (looked up once: launch_plan runs on
+        every op call)."""
         return tuple(_targets.get(t) for t in self.targets)
 
     def launch_plan(self, params: dict, grid: tuple, args: dict, target: "_targets.GPUTarget" = None) -> "LaunchPlan":
@@ -86,7 +87,7 @@ class Family:
             missing, extra = [n for n in names if n not in args], [n for n in args if n not in names]
             raise ValueError(f"{self.name}: launch arguments do not match the kernel ABI "
                              f"(missing {missing}, unknown {extra}; the ABI is {list(names)})")
-        row = target if target is not None else _targets.get(self.targets[0])
+        row = target if target is not None else self.target_rows[0]
         return LaunchPlan(self.name, params, tuple(grid), tuple(self.block(params, row)), args)
 
     def __post_init__(self):

@@ -16,7 +16,9 @@ whichever is later, and in issue order (vmcnt counts in order).
 import heapq
 from dataclasses import dataclass
 
-from ..isa.gfx950 import timing as T
+from .. import isa
+
+T = isa.load(isa.ARCH).timing
 from . import static as S
 
 

@@ -11,7 +11,9 @@ Nothing here writes wave state, so traced and untraced runs compute the same res
 """
 import numpy as np
 
-from ..isa.gfx950 import timing as T
+from .. import isa
+
+T = isa.load(isa.ARCH).timing
 from ..machine import _located, run_wave
 from ..semantics.salu_ops import WaveYield
 from ..wave import EmuError, LANES
