@@ -1,4 +1,5 @@
-"""Adding a target is one row in targets.py plus `targets=` on the families that support it.
+"""A target that builds and serves from a store of its own is one row in targets.py plus `targets=` on
+the families that support it (docs/architecture.md#what-a-change-touches counts the rest).
 
 The row here is test-only: the test adds it to the table in this process and no such row ships, and
 no other file is edited. It describes a real LLVM target, gfx942 (CDNA3: 64 KiB LDS, wave64), so the

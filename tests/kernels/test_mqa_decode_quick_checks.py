@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from flyaot.kernel_defs.mqa_common import layouts
-from flyaot.kernel_defs.mqa_decode import plan as P
+from flyaot.kernel_defs.mqa_decode import inputs as P
 from flyaot.kernel_defs.tensor_checks import check_tensor
 
 NAMES = ("q_fp4", "q_scale", "kv_cache", "kv_scale", "block_tables", "weights", "context_lens")
