@@ -17,9 +17,9 @@ import heapq
 from dataclasses import dataclass
 
 from .. import isa
+from . import static as S
 
 T = isa.load(isa.ARCH).timing
-from . import static as S
 
 
 @dataclass

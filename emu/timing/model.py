@@ -14,11 +14,11 @@ halves of the sample. The time adds the fixed launch overhead.
 from dataclasses import dataclass, field
 
 from .. import isa
-
-T = isa.load(isa.ARCH).timing
 from . import cu as CU
 from . import static
 from .trace import Tracer
+
+T = isa.load(isa.ARCH).timing
 
 
 @dataclass(frozen=True)
