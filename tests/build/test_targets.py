@@ -3,9 +3,9 @@ the families that support it (docs/architecture.md#what-a-change-touches counts 
 
 The row here is test-only: the test adds it to the table in this process and no such row ships, and
 no other file is edited. It describes a real LLVM target, gfx942 (CDNA3: 64 KiB LDS, wave64), so the
-build is real: the build CLI's own `main()` runs in this process (the only one that has the row;
-compile workers receive the arch name alone and check FlyDSL compiles for it), FlyDSL compiles the
-probe family for gfx942 (its launcher gets the row), and the gates check the gfx942 code objects
+build is real: the build CLI's own `main()` runs in this process (the only one that has the row in
+its table; compile workers receive the row as a value and check FlyDSL compiles for its arch), FlyDSL
+compiles the probe family for gfx942 (its launcher gets the row), and the gates check the gfx942 code objects
 against the limits the row declares. The store that comes out serves its specs to a runtime asked for
 gfx942, names its nearest specs for a miss, and is refused at load by the emulator, which runs gfx950
 code only. A row whose waves the shipped kernels' lane layouts do not fit is refused by their `block`.
