@@ -1,8 +1,8 @@
 """`python -m flyaot`: the runtime's commands (env, list, verify, clear-cache) plus the ops' selftest,
 bench and model. It sits above both rooms, so the runtime never imports the ops. Arguments are parsed
 and checked before torch is imported."""
-from .runtime import cli as runtime_cli
-from .runtime.cli import UsageError
+from .runtime import commands as runtime_commands
+from .runtime.commands import UsageError
 
 # --device spellings: torch calls a HIP device "cuda", so rocm and hip mean the same GPU path.
 DEVICES = {"cpu": "cpu", "emu": "cpu", "cuda": "cuda", "rocm": "cuda", "hip": "cuda"}
@@ -120,4 +120,4 @@ COMMANDS = (("selftest", "each family against its torch reference", _hook_argume
 
 
 def main(argv=None) -> int:
-    return runtime_cli.main(argv, extra_commands=COMMANDS)
+    return runtime_commands.main(argv, extra_commands=COMMANDS)

@@ -1,9 +1,12 @@
 """The GPU targets flyaot knows, as data: the one place a target's facts are stated.
 
 A target is what a code object is compiled for and what a store holds (`prebuilt/<arch>/`). Build
-gates, the toolchain, stores, the JIT, the CLI and the drivers read these rows; nothing else spells
-an architecture name. The vocabulary follows FlyDSL's and Triton's `GPUTarget(backend, arch,
-warp_size)`. Adding a target is one row here plus `targets=` on the families that support it.
+gates, the toolchain, stores, the JIT, the CLI and the drivers read these rows, and the build hands
+the row itself to each family (specs, block, budget) and kernel launcher. Outside this table an arch
+is spelled only where a fact is not a row's: the ISA the emulator implements (`emu/isa/`) and the ELF
+mach names formats/codeobject.py can print. The vocabulary follows FlyDSL's and Triton's
+`GPUTarget(backend, arch, warp_size)`. What adding a target touches is counted in
+docs/architecture.md#what-a-change-touches.
 """
 from dataclasses import dataclass
 
@@ -24,6 +27,14 @@ class GPUTarget:
     @property
     def triple(self) -> str:
         return "amdgcn-amd-amdhsa"
+
+    def wave(self, lanes: int, who: str) -> int:
+        """`lanes` when this target's waves have that many lanes, else a ValueError naming `who`: a
+        kernel's lane layouts are written for one wave size."""
+        if self.warp_size != lanes:
+            raise ValueError(f"{who}: its lane layouts are written for {lanes}-lane waves; target {self.arch} "
+                             f"runs {self.warp_size}-lane waves")
+        return lanes
 
 
 # gfx950 (CDNA4, MI350X / MI355X): 160 KiB LDS per workgroup, 512 VGPRs per wave split 256 + 256

@@ -25,7 +25,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sample", type=int, default=24, help="specs in the throughput sample")
     a = ap.parse_args()
-    from flyaot.build_tools.specs import enumerate_specs
+    from flyaot.build_tools.spec_list import enumerate_specs
     specs = enumerate_specs()
     step = max(1, len(specs) // a.sample)
     sample = specs[::step][:a.sample]

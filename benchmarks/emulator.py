@@ -41,11 +41,13 @@ def synthetic(iters=2000):
 
 _COMPILE = """
 import sys
+from flyaot import targets
 from flyaot.build_tools.toolchain import setup_process_env; setup_process_env()
 from flyaot.build_tools.flydsl_compile import compile_family_spec
 from flyaot.kernel_defs import registry
 from flyaot.kernel_defs.gemm_a16wfp4 import configs
-kb = compile_family_spec(registry.get_family("gemm_a16wfp4"), configs.choose({n}, {k}, 1))
+kb = compile_family_spec(registry.get_family("gemm_a16wfp4"), configs.choose({n}, {k}, 1),
+                         targets.get(targets.DEFAULT_TARGET))
 open(sys.argv[1], "wb").write(kb.code_object)
 print(kb.kernel_name)
 """

@@ -36,12 +36,12 @@ def main():
     ap.add_argument("--reps", type=int, default=2000)
     reps = ap.parse_args().reps
 
-    from flyaot.kernel_defs import checks
+    from flyaot.kernel_defs import value_checks
     from flyaot.kernel_defs.gemm_a16wfp4 import plan as gemm_plan
     from flyaot.kernel_defs.gemm_a16wfp4.reference import random_weight
     from flyaot.kernel_defs.mqa_common import layouts
     from flyaot.kernel_defs.mqa_prefill.reference import make_case
-    from flyaot.kernel_defs.validate import check_no_overlap, check_rows_disjoint
+    from flyaot.kernel_defs.tensor_checks import check_no_overlap, check_rows_disjoint
     from flyaot.ops import _gemm_a16wfp4 as gemm
     from flyaot.ops import _mqa_decode as decode
     from flyaot.ops import _mqa_prefill as prefill
@@ -96,16 +96,16 @@ def main():
     info = torch.tensor([[0, 0, 1, 130], [1, 0, 1, 70]], dtype=torch.int32)
 
     def decode_values():
-        checks.decode_values(block_tables=d["block_tables"], context_lens=d["context_lens"],
+        value_checks.decode_values(block_tables=d["block_tables"], context_lens=d["context_lens"],
                              num_pages=d["kv_cache"].shape[0], page_size=64, max_seq_len=msl, next_n=1)
 
     def prefill_values():
-        checks.prefill_values(block_tables=p["block_tables"], num_pages=p["kv_cache"].shape[0], page_size=64,
+        value_checks.prefill_values(block_tables=p["block_tables"], num_pages=p["kv_cache"].shape[0], page_size=64,
                               row_to_batch=p["row_to_batch"], local_starts=p["local_starts"],
                               local_ends=p["local_ends"], max_seq_len=msl)
 
     def decode_values_external():
-        checks.decode_values(block_tables=d["block_tables"], context_lens=d["context_lens"],
+        value_checks.decode_values(block_tables=d["block_tables"], context_lens=d["context_lens"],
                              num_pages=d["kv_cache"].shape[0], page_size=64, max_seq_len=msl, next_n=1,
                              cta_info=info, total_ctas=2)
 

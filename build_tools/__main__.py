@@ -1,5 +1,129 @@
+"""`python -m flyaot.build_tools`: build, merge, verify and list prebuilt stores."""
+import argparse
+import logging
+import os
+import pathlib
 import sys
 
-from .cli import main
+from .. import prebuilt, targets
 
-sys.exit(main())
+PACKAGE_STORE = pathlib.Path(prebuilt.__file__).parent
+
+
+def _cmd_build(a) -> int:
+    from ..store.errors import StoreError
+    from . import spec_list as sp
+    from .build import build
+    from .toolchain import ToolchainError
+    if (a.family or a.shard or a.from_misses) and pathlib.Path(a.out).resolve() == PACKAGE_STORE.resolve():
+        print("error: a partial build (--family, --shard, --from-misses) would replace the package's full "
+              "prebuilt store; give --out DIR", file=sys.stderr)
+        return 2
+    if pathlib.Path(a.out).exists() and not pathlib.Path(a.out).is_dir():
+        print(f"error: --out {a.out} is not a directory; a store is written into a directory", file=sys.stderr)
+        return 2
+    try:
+        if a.from_misses:
+            specs = sp.specs_from_misses(a.from_misses, target=a.target)
+        else:
+            specs = sp.enumerate_specs(a.family or None, include_unshipped=a.include_unshipped, target=a.target)
+        if a.shard:
+            i, n = sp.parse_shard(a.shard)
+            specs = sp.shard(specs, i, n)
+        report = build(specs, out=a.out, target=a.target, cache_dir=a.cache, jobs=a.jobs, timeout=a.timeout,
+                       shard=f"{i}/{n}" if a.shard else None)
+    except (ToolchainError, StoreError, ValueError, KeyError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    for key, reason in sorted(report.failures.items()):
+        print(f"FAILED {key}:\n  " + reason.replace("\n", "\n  "), file=sys.stderr)
+    where = f" -> {a.out}" if not report.failures else " (store not written)"
+    print(f"{report.summary} in {report.seconds:.1f}s{where}")
+    return 1 if report.failures else 0
+
+
+def _cmd_merge(a) -> int:
+    from ..store.errors import StoreError
+    from ..store.merge import merge
+    try:
+        m = merge(a.shards, a.out, force=a.force)
+    except StoreError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"merged {len(a.shards)} shards: {len(m['specs'])} specs -> {a.out}")
+    return 0
+
+
+def _cmd_verify(a) -> int:
+    from .regate import verify
+    problems = verify(a.store)
+    for p in problems:
+        print(p, file=sys.stderr)
+    print(f"{a.store}: {'OK' if not problems else f'{len(problems)} problems'}")
+    return 1 if problems else 0
+
+
+def _cmd_list(a) -> int:
+    from . import spec_list as sp
+    try:
+        specs = sp.enumerate_specs(a.family or None, include_unshipped=a.include_unshipped, target=a.target)
+    except (ValueError, KeyError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    for s in specs:
+        print(s.key)
+    return 0
+
+
+def _cmd_matrix(a) -> int:
+    from . import matrix
+    if a.update:
+        changed = matrix.update_readme(a.update)
+        print(f"{a.update}: {'updated' if changed else 'already current'}")
+    else:
+        print(matrix.render())
+    return 0
+
+
+def main(argv=None) -> int:
+    logging.basicConfig(level=os.environ.get("FLYAOT_LOG_LEVEL", "INFO").upper(),
+                        format="%(levelname)s %(name)s: %(message)s")
+    p = argparse.ArgumentParser(prog="python -m flyaot.build_tools", description=__doc__)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("build", help="compile specs into a store (default: the package's prebuilt store)")
+    b.add_argument("--family", action="append", help="only this family (repeatable); default: all shipped")
+    b.add_argument("--include-unshipped", action="store_true", help="also test-only families")
+    b.add_argument("--from-misses", metavar="FILE", help="build the specs a FLYAOT_RECORD_MISSES file names")
+    b.add_argument("--target", default=targets.DEFAULT_TARGET, help=f"GPU target (default {targets.DEFAULT_TARGET}; "
+                   f"known: {', '.join(sorted(targets.TARGETS))})")
+    b.add_argument("--jobs", type=int, default=int(os.environ.get("FLYAOT_BUILD_JOBS", "0")) or None)
+    b.add_argument("--shard", metavar="i/n")
+    b.add_argument("--out", default=str(PACKAGE_STORE), help="store to write (default: the package's own, "
+                   "which only a full build may replace)")
+    b.add_argument("--cache", default=None, help="build cache dir (default $FLYAOT_BUILD_CACHE or ~/.cache/flyaot)")
+    b.add_argument("--timeout", type=float, default=float(os.environ.get("FLYAOT_BUILD_TIMEOUT", "120")),
+                   help="seconds per spec")
+    b.set_defaults(fn=_cmd_build)
+    m = sub.add_parser("merge", help="join shard stores into one")
+    m.add_argument("shards", nargs="+")
+    m.add_argument("--out", required=True)
+    m.add_argument("--force", action="store_true", help="replace a store holding specs the merge lacks, or "
+                   "merge without all shards")
+    m.set_defaults(fn=_cmd_merge)
+    v = sub.add_parser("verify", help="re-hash and re-check a store")
+    v.add_argument("store", nargs="?", default=str(PACKAGE_STORE))
+    v.set_defaults(fn=_cmd_verify)
+    ls = sub.add_parser("list", help="list the specs a build would compile")
+    ls.add_argument("--family", action="append")
+    ls.add_argument("--include-unshipped", action="store_true")
+    ls.add_argument("--target", default=targets.DEFAULT_TARGET)
+    ls.set_defaults(fn=_cmd_list)
+    mx = sub.add_parser("matrix", help="print (or --update README.md with) the supported matrix")
+    mx.add_argument("--update", metavar="README")
+    mx.set_defaults(fn=_cmd_matrix)
+    a = p.parse_args(argv)
+    return a.fn(a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -14,7 +14,7 @@ from .flydsl_compile import KernelBuild
 from ..kernel_defs.registry import family_source_hash
 from . import gates, pool, toolchain
 from ..store.write import write_store
-from .store import BuildCache, make_entry
+from .build_cache import BuildCache, make_entry
 
 log = logging.getLogger("flyaot.build")
 
@@ -34,7 +34,7 @@ class BuildReport:
         return f"{self.built} built, {self.cached} cached, {len(self.failures)} failed"
 
 
-def default_cache_dir() -> pathlib.Path:
+def default_build_cache_dir() -> pathlib.Path:
     env = os.environ.get("FLYAOT_BUILD_CACHE")
     return pathlib.Path(env) if env else toolchain.user_cache_home() / "flyaot" / "build-cache"
 
@@ -55,8 +55,9 @@ def finish_entry(spec, spec_id: str, kb: KernelBuild):
     if tuple(zip(kb.arg_names, kb.arg_ctypes)) != declared:
         return None, (f"the launcher's signature {list(zip(kb.arg_names, kb.arg_ctypes))} differs from the "
                       f"kernel ABI the family declares {list(declared)}")
-    problems = gates.check(co, target=targets.get(spec.target), symbol=fam.symbol(params), block=tuple(fam.block(params)),
-                           traced_block=tuple(kb.block), arg_ctypes=tuple(kb.arg_ctypes), budget=fam.budget(params))
+    row = targets.get(spec.target)
+    problems = gates.check(co, target=row, symbol=fam.symbol(params), block=tuple(fam.block(params, row)),
+                           traced_block=tuple(kb.block), arg_ctypes=tuple(kb.arg_ctypes), budget=fam.budget(params, row))
     if problems:
         return None, "refused by gates: " + "; ".join(problems)
     return make_entry(spec, spec_id, kb, co), None
@@ -75,7 +76,7 @@ def compile_specs(specs, *, cache_dir=None, jobs=None, timeout=120.0) -> BuildRe
     toolchain.prepare_toolkit(linker, toolkit_base)
     ids = spec_ids(specs, fv)
     # The linker is not part of a spec's content id (the runtime cannot know it), so it keys the cache.
-    cache = BuildCache(pathlib.Path(cache_dir or default_cache_dir()) / re.sub(r"\W+", "-", linker.version))
+    cache = BuildCache(pathlib.Path(cache_dir or default_build_cache_dir()) / re.sub(r"\W+", "-", linker.version))
     report = BuildReport(toolchain={"flydsl": fv, "lld": linker.version})
 
     def accept(spec, kb):

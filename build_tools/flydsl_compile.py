@@ -29,14 +29,20 @@ class KernelBuild:
                    tuple(a["ctype"] for a in entry["args"]), tuple(entry["block"]))
 
 
-def compile_family_spec(family, params: dict) -> KernelBuild:
-    """Compile one spec of a registry Family: its kernel module's `launcher(params)`, under the module's
-    `compile_hints(params)` if it defines them, as the kernel symbol the family declares."""
+def compile_family_spec(family, params: dict, target) -> KernelBuild:
+    """Compile one spec of a registry Family for `target` (a targets.py row): its kernel module's
+    `launcher(params, target)`, under the module's `compile_hints(params)` if it defines them, as the
+    kernel symbol the family declares. FlyDSL picks its target from its own environment variables
+    (toolchain.flydsl_env); a process set up for another arch is refused rather than compiled."""
     import importlib
 
     from flydsl.compiler.kernel_function import CompilationContext
+    from flydsl.runtime.device import get_rocm_arch
+    if get_rocm_arch() != target.arch:
+        raise RuntimeError(f"{family.name}: this process compiles for {get_rocm_arch()!r}, not {target.arch!r} "
+                           "(toolchain.setup_process_env sets the arch)")
     module = importlib.import_module(family.kernel_module)
-    launcher = module.launcher(dict(params))
+    launcher = module.launcher(dict(params), target)
     hints = getattr(module, "compile_hints", lambda p: {})(dict(params))
     symbol = family.symbol(params)
     if not hints:

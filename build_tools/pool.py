@@ -23,6 +23,7 @@ import threading
 import time
 from dataclasses import dataclass
 
+from .. import targets
 from . import lifetime, worker
 
 log = logging.getLogger("flyaot.build")
@@ -85,7 +86,8 @@ class _Job:
         self.log_path = logdir / f"job{index}.log"
         self.conn, child = ctx.Pipe(duplex=False)
         self.proc = ctx.Process(target=worker.run_one, daemon=True,
-                                args=(child, str(self.log_path), toolkit_root, spec.family, spec.param_dict, spec.target))
+                                args=(child, str(self.log_path), toolkit_root, spec.family, spec.param_dict,
+                                      targets.get(spec.target)))
         self.started = time.monotonic()
         with _reproducible_children():
             self.proc.start()

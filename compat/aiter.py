@@ -32,8 +32,8 @@ from ..kernel_defs.mqa_runs_schedule.plan import default_parallel_units as _defa
 from ..kernel_defs.mqa_common.prefill_table import ROW_INFO_INTS
 from ..kernel_defs.mqa_fp8 import geometry as _fp8_geometry
 from ..kernel_defs.mqa_runs_schedule import plan as _runs_schedule
-from ..kernel_defs.validate import check_int as _check_int
-from ..kernel_defs.validate import check_tensor as _check_tensor
+from ..kernel_defs.tensor_checks import check_int as _check_int
+from ..kernel_defs.tensor_checks import check_tensor as _check_tensor
 from ..ops._torch_ops import dispatch_modes as _dispatch_modes
 from ..ops._torch_ops import is_compiling as _is_compiling
 from ..ops._torch_ops import on_stream as _on_stream

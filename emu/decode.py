@@ -42,11 +42,12 @@ import re
 import struct
 
 from .instr import Instr, Operand
-from .isa import gfx950 as isa
-from .isa.gfx950.opcodes import OPCODES, VOP3_OP_SEL
+from . import isa
 
-# The architecture whose encodings this decoder reads: the name of its ISA package.
-ISA_ARCH = isa.__name__.rsplit(".", 1)[-1]
+# The architecture whose encodings this decoder reads, and its tables.
+ISA_ARCH = isa.ARCH
+_ISA = isa.load(ISA_ARCH)
+OPCODES, VOP3_OP_SEL = _ISA.opcodes, _ISA.vop3_op_sel
 
 
 class DecodeError(ValueError):

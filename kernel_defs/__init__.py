@@ -1,7 +1,9 @@
-"""Kernel families: FlyDSL kernels (kernel.py), their spec sets (specs.py), launch plans (plan.py)
-and torch reference math (reference.py), one subpackage per family.
+"""Kernel families, one subpackage per family: sizes (geometry.py), the declaration (specs.py), input
+checks (inputs.py), launch plans (plan.py), FlyDSL kernels (kernel.py) and torch reference math
+(reference.py); the contract is in registry.py.
 
-Only kernel.py imports flydsl; everything else here is importable by the runtime.
+flydsl is imported only by a family's kernel module and the modules it imports (mqa_decode/direct.py,
+mqa_common/blocks.py); everything else here is importable by the runtime.
 
 FLYAOT_EXTRA_FAMILIES (folders separated by os.pathsep) adds folders whose subpackages are families
 too, imported as `flyaot.kernel_defs.<name>`: the repository's test-only families live in

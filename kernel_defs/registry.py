@@ -2,19 +2,25 @@
 
 A family is a subpackage of kernel_defs (or of a FLYAOT_EXTRA_FAMILIES folder) whose folder name is
 its name. It declares everything about itself once, in `specs.py`, as `FAMILY = Family(...)`:
-  axes, specs      compile-time parameters, their supported values, and every parameter dict to prebuild
-  symbol, block    the kernel symbol a spec's code object defines and the workgroup size it launches with
+  axes, specs      compile-time parameters, their supported values, and `specs(target)`: every parameter
+                   dict to prebuild for a target (a targets.py row)
+  symbol, block    the kernel symbol a spec's code object defines, and `block(params, target)`: the
+                   workgroup size it launches with on that target
   abi              the kernel's arguments in order, as (name, C type) pairs (`kernel_abi("void* out, ...")`);
                    the build refuses a code object whose launcher signature differs, and every
                    LaunchPlan is checked against it, so a wrong argument name fails in pure Python
   targets          the targets.py rows its kernels compile for
-  budget           resource limits beyond the target's own (gates.py enforces both)
-  kernel           the module (default `kernel`) whose `launcher(params)` returns the `@flyc.jit`
-                   launcher of a spec, and which may define `compile_hints(params)`; the only module
-                   of a family that imports flydsl (build_tools/flydsl_compile.py compiles it)
-Its `plan.py` (pure Python + torch) turns a call into `FAMILY.launch_plan(params, grid, args)`, and
-`geometry.py` holds the sizes the kernel, the plan and the budget all derive from. build_tools finds
-families by listing, so adding one needs no change outside its own folder.
+  budget           `budget(params, target)`: resource limits beyond the target's own (gates.py enforces both)
+  kernel           the module (default `kernel`) whose `launcher(params, target)` returns the `@flyc.jit`
+                   launcher of a spec for a target row, and which may define `compile_hints(params)`;
+                   the family's modules that import flydsl are this one and the modules it imports
+                   (build_tools/flydsl_compile.py compiles it)
+A family folder is a one-way stack: `geometry.py` (every size as a function of params and target,
+`symbol`, `block`, the tile tables; it imports targets.py and shared kernel_defs code only) ->
+`specs.py` (FAMILY; registry and geometry, never the plan) -> `plan.py` and `kernel.py`, which import
+`FAMILY` from specs.py. `plan.py` (pure Python + torch) turns a call into
+`FAMILY.launch_plan(params, grid, args)`. A family uses another only through that family's `plan.py`.
+build_tools finds families by listing, so adding one needs no change outside its own folder.
 """
 import functools
 import hashlib
@@ -48,22 +54,30 @@ class Budget:
 class Family:
     name: str
     axes: Mapping[str, tuple]                    # compile-time parameters and their supported values
-    specs: Callable[[], list]                    # every parameter dict to prebuild
+    specs: Callable[[_targets.GPUTarget], list]  # every parameter dict to prebuild for a target row
     symbol: Callable[[dict], str]                # kernel symbol the code object must define
-    block: Callable[[dict], tuple]               # workgroup size the launch plan uses (x, y, z)
+    block: Callable[[dict, _targets.GPUTarget], tuple]   # workgroup size (x, y, z) on a target row
     targets: tuple                               # arch names (rows of targets.py) its kernels compile for
     abi: Callable[[dict], tuple]                 # ((argument name, C type), ...) of a spec's kernel
-    budget: Callable[[dict], Budget] = field(default=lambda params: Budget())
+    budget: Callable[[dict, _targets.GPUTarget], Budget] = field(default=lambda params, target: Budget())
     shipped: bool = True                         # False: built only on request (tests, examples)
     doc: str = ""
-    kernel: str = "kernel"                       # module of the family package defining launcher(params)
+    kernel: str = "kernel"                       # module of the family package defining launcher(params, target)
 
     @property
     def kernel_module(self) -> str:
         return f"{__package__}.{self.name}.{self.kernel}"
 
-    def launch_plan(self, params: dict, grid: tuple, args: dict) -> "LaunchPlan":
-        """The LaunchPlan of one call; `args` must name exactly the spec's kernel arguments."""
+    @functools.cached_property
+    def target_rows(self) -> tuple:
+        """The targets.py rows of `targets`, in declaration order (looked up once: launch_plan runs on
+        every op call)."""
+        return tuple(_targets.get(t) for t in self.targets)
+
+    def launch_plan(self, params: dict, grid: tuple, args: dict, target: "_targets.GPUTarget" = None) -> "LaunchPlan":
+        """The LaunchPlan of one call; `args` must name exactly the spec's kernel arguments. The block is
+        the one `target` launches with (default: the family's first target; a plan is made before the
+        device is known, so a family whose targets differ in block passes the row)."""
         abi = self.abi(params)
         names = _ABI_NAMES.get(id(abi))
         if names is None or names[0] is not abi:     # an ABI tuple seen for the first time
@@ -73,7 +87,8 @@ class Family:
             missing, extra = [n for n in names if n not in args], [n for n in args if n not in names]
             raise ValueError(f"{self.name}: launch arguments do not match the kernel ABI "
                              f"(missing {missing}, unknown {extra}; the ABI is {list(names)})")
-        return LaunchPlan(self.name, params, tuple(grid), tuple(self.block(params)), args)
+        row = target if target is not None else self.target_rows[0]
+        return LaunchPlan(self.name, params, tuple(grid), tuple(self.block(params, row)), args)
 
     def __post_init__(self):
         if not self.targets:

@@ -15,7 +15,7 @@ from .. import runtime
 from ..kernel_defs.gemm_a16wfp4 import layout, plan as gemm_plan
 from ..kernel_defs.gemm_a16wfp4.layout import PreparedMXFP4Weight
 from ..kernel_defs.gemm_a16wfp4.reference import decode_weight
-from ..kernel_defs.validate import E8M0, FP4X2, check_same_device, check_tensor
+from ..kernel_defs.tensor_checks import E8M0, FP4X2, check_same_device, check_tensor
 from ._hints import GEMM, add_hint
 from ._torch_ops import dispatch_modes as _dispatch_modes, is_compiling as _is_compiling, on_stream, traced_op
 

@@ -50,7 +50,7 @@ def pa_mqa_logits_fp4(q_fp4: torch.Tensor, q_scale: torch.Tensor, kv_cache: torc
     values, and a conversion would wrap a length of 2**32 + 70 to 70). `out` must not overlap any input
     nor itself (row stride >= max_seq_len). B=0 returns the empty [0, max_seq_len] result without a
     launch. The values of block_tables, context_lens and cta_info are validated only in checked mode
-    (FLYAOT_CHECK=1, one host sync per call, not under graph capture; see kernel_defs/checks.py).
+    (FLYAOT_CHECK=1, one host sync per call, not under graph capture; see kernel_defs/value_checks.py).
 
     Layouts: docs/families/mqa_decode.md#formats; flyaot.inputs builds them from natural tensors
     (quantize_q, paged_kv, lengths).

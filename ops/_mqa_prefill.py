@@ -12,11 +12,11 @@ from typing import Optional, Tuple
 import torch
 
 from .. import runtime
-from ..kernel_defs import checks
+from ..kernel_defs import value_checks
 from ..kernel_defs.mqa_prefill import plan as _plan
 from ..kernel_defs.mqa_prefill.geometry import CTA_INFO_INTS
 from ..kernel_defs.mqa_prefill_meta import plan as _meta
-from ..kernel_defs.validate import check_int, check_no_overlap, check_tensor
+from ..kernel_defs.tensor_checks import check_int, check_no_overlap, check_tensor
 from ._hints import MQA, add_hint
 from ._torch_ops import on_stream, traced_op
 
@@ -94,7 +94,7 @@ def compute_varqlen_windows(cu_seq_q: torch.Tensor, context_lens: torch.Tensor, 
             check_no_overlap(f"out ({name})", t, **inputs)
             inputs[name] = t
     if runtime.runtime().config.check:
-        checks.varqlen_values(cu_seq_q=cu_seq_q, context_lens=context_lens, total_q=total_q)
+        value_checks.varqlen_values(cu_seq_q=cu_seq_q, context_lens=context_lens, total_q=total_q)
     if out is None:
         out = tuple(torch.empty(total_q, dtype=torch.int32, device=context_lens.device) for _ in range(3))
     if total_q:

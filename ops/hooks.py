@@ -104,7 +104,7 @@ def _device(a, config, hook: str) -> tuple:
     """(torch device, families) for a selftest/bench command, or a UsageError saying what to pass."""
     import torch
 
-    from ..runtime.cli import UsageError
+    from ..runtime.commands import UsageError
     have = families_with(hook)
     for f in a.family or []:
         if f not in registry.family_names():

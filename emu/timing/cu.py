@@ -16,8 +16,10 @@ whichever is later, and in issue order (vmcnt counts in order).
 import heapq
 from dataclasses import dataclass
 
-from ..isa.gfx950 import timing as T
+from .. import isa
 from . import static as S
+
+T = isa.load(isa.ARCH).timing
 
 
 @dataclass

@@ -13,10 +13,12 @@ halves of the sample. The time adds the fixed launch overhead.
 """
 from dataclasses import dataclass, field
 
-from ..isa.gfx950 import timing as T
+from .. import isa
 from . import cu as CU
 from . import static
 from .trace import Tracer
+
+T = isa.load(isa.ARCH).timing
 
 
 @dataclass(frozen=True)

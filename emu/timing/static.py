@@ -8,7 +8,9 @@ import re
 import weakref
 from dataclasses import dataclass
 
-from ..isa.gfx950 import timing as T
+from .. import isa
+
+T = isa.load(isa.ARCH).timing
 
 # unit kinds
 VALU, MFMA, SALU, BRANCH, SMEM, VMEM, LDS, WAITCNT, NOP, BARRIER, END, OTHER = range(12)

@@ -11,11 +11,13 @@ Nothing here writes wave state, so traced and untraced runs compute the same res
 """
 import numpy as np
 
-from ..isa.gfx950 import timing as T
+from .. import isa
 from ..machine import _located, run_wave
 from ..semantics.salu_ops import WaveYield
 from ..wave import EmuError, LANES
 from . import static
+
+T = isa.load(isa.ARCH).timing
 
 U64 = np.uint64
 _LINE_SHIFT = U64(T.CACHE_LINE_BYTES.bit_length() - 1)

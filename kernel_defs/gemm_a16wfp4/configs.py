@@ -12,6 +12,8 @@ gfx950 (docs/families/gemm_a16wfp4.md#decision-tiles).
 M buckets: "d16" M <= 16 and "d32" M <= 32 (decode), "mid" M <= 256, "prefill" M <= 1024, "large"
 beyond.
 """
+from ... import targets
+from .geometry import KBLOCK, lds_limit, tile as make_tile
 
 
 def _cfg(order, bm, bn, sk, kb):
@@ -81,15 +83,13 @@ def all_configs() -> list:
 TILE_BM = (16, 32, 48, 64, 96, 128)
 TILE_BN = (16, 32, 64, 128, 256)
 TILE_K = (128, 256)
-MAX_LDS = 160 * 1024
-DECODE_MAX_LDS = 80 * 1024           # two decode workgroups per CU (the family budget)
 DECODE_MAX_BM = 32
 
 
-def from_tile(n: int, k: int, block_m: int, tile_n: int, tile_k: int, k_wave: int) -> dict:
+def from_tile(n: int, k: int, block_m: int, tile_n: int, tile_k: int, k_wave: int, *, target=None) -> dict:
     """Params of the spec that computes with that tile for an [N, K] weight; ValueError saying why when
-    no spec can (the tile does not divide N or K, is outside the supported set, or overflows LDS)."""
-    from .geometry import KBLOCK, tile as make_tile
+    no spec can (the tile does not divide N or K, is outside the supported set, or overflows the LDS of
+    `target`, a targets.py row; None: the table's default row, read at the call)."""
     for name, v, allowed in (("block_m", block_m, TILE_BM), ("tile_n", tile_n, TILE_BN),
                              ("tile_k", tile_k, TILE_K), ("k_wave", k_wave, (1, 2, 4))):
         if v not in allowed:
@@ -100,7 +100,7 @@ def from_tile(n: int, k: int, block_m: int, tile_n: int, tile_k: int, k_wave: in
         raise ValueError(f"config: tile_n={tile_n} does not divide N={n}")
     if k % t.kstep:
         raise ValueError(f"config: k_wave * tile_k = {t.kstep} does not divide K={k}")
-    limit = DECODE_MAX_LDS if t.order == "decode" else MAX_LDS
+    limit = lds_limit(t.order, target or targets.get(targets.DEFAULT_TARGET))
     if t.lds_bytes > limit:
         raise ValueError(f"config: needs {t.lds_bytes} bytes of LDS, above {limit}")
     return params

@@ -1,5 +1,6 @@
 """Tile geometry of one gemm_a16wfp4 spec, derived from its params (pure Python, shared by the kernel,
-the plan and the specs so that all three agree).
+the plan and the specs so that all three agree), with `symbol`, `block` and the LDS limits (functions
+of the params and the target row).
 
 A workgroup is 4 waves computing a (bm x bn) output tile. The waves form a (nw x sk) grid: `sk` waves
 split every K step between them (intra-workgroup split-K, partials reduced through LDS), the
@@ -11,15 +12,15 @@ consecutive 128-K blocks (one 16-byte preshuffled load per lane per 16 columns p
 """
 from dataclasses import dataclass
 
-from ... import targets
-
 WAVES = 4
-WAVE = targets.get(targets.DEFAULT_TARGET).warp_size   # the fragment layouts below assume 64
+WAVE = 64             # lanes per wave the fragment layouts below are written for (block() checks the target's)
 MFMA_MN = 16          # v_mfma_f32_16x16x32_bf16
 MFMA_K = 32
 KBLOCK = 128          # K elements one lane's 16-byte weight load covers (4 groups of 32, one per lane row)
 A_CHUNK = 16          # bytes per cooperative A load / LDS read (8 bf16)
 ORDERS = ("prefill", "decode")
+DECODE_MAX_LDS = 80 * 1024   # decode order: two 4-wave workgroups per CU (the family budget)
+DECODE_MAX_REGS = 256        # decode order: VGPR + AGPR per lane that keep 2 waves per SIMD
 
 
 @dataclass(frozen=True)
@@ -95,3 +96,12 @@ def tile(params: dict) -> Tile:
 
 def symbol(params: dict) -> str:
     return "gemm_a16wfp4_{order}_m{bm}_n{bn}_s{sk}_k{kb}".format(**params)
+
+
+def block(params: dict, target) -> tuple:
+    return (WAVES * target.wave(WAVE, "gemm_a16wfp4"), 1, 1)
+
+
+def lds_limit(order: str, target) -> int:
+    """LDS one workgroup of that pipeline order may use on the target: decode keeps two per CU."""
+    return min(DECODE_MAX_LDS, target.lds_bytes) if order == "decode" else target.lds_bytes

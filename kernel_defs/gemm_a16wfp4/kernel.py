@@ -280,5 +280,6 @@ def make_launcher(params: dict):
     return launch, name
 
 
-def launcher(params: dict):
+def launcher(params: dict, target):
+    geometry.block(params, target)      # refuses a target whose waves the fragment layouts do not fit
     return make_launcher(params)[0]

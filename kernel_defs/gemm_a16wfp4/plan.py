@@ -3,22 +3,15 @@
 Pure Python over torch: allocates nothing and never touches device memory, so a call with a
 preallocated `out` allocates nothing at all.
 """
-import functools
-
 import torch
 
 from ..registry import LaunchPlan  # noqa: F401  (the type plans return)
-from ..validate import check_device, check_int, check_no_overlap, check_rows_disjoint, check_tensor
+from ..tensor_checks import check_device, check_int, check_no_overlap, check_rows_disjoint, check_tensor
 from . import configs, geometry
-from .geometry import WAVE, WAVES
 from .layout import PreparedMXFP4Weight
+from .specs import FAMILY
 
 FUSED_ALIGN = 256        # N and K the kernels serve must be multiples of this
-
-
-def block(params: dict) -> tuple:
-    return (WAVES * WAVE, 1, 1)
-
 
 def fused_supported(n: int, k: int) -> bool:
     return n % FUSED_ALIGN == 0 and k % FUSED_ALIGN == 0 and n > 0 and k > 0
@@ -95,11 +88,4 @@ def plan(x, weight: PreparedMXFP4Weight, out, *, params: dict = None) -> LaunchP
             "m": m, "n": weight.n, "k": weight.k,
             "stride_x": x.stride(0) if m > 1 else weight.k,
             "stride_out": out.stride(0) if m > 1 else weight.n}
-    return _family().launch_plan(params, grid, args)
-
-
-@functools.cache
-def _family():
-    """This family's declaration (specs.py imports this module, so it is looked up on first use)."""
-    from .specs import FAMILY
-    return FAMILY
+    return FAMILY.launch_plan(params, grid, args)

@@ -10,28 +10,28 @@ Every spec: VGPR+AGPR <= 512 and LDS exactly as geometry.py computes (the plan r
 """
 from ...targets import DEFAULT_TARGET
 from ..registry import Budget, Family, kernel_abi
-from . import configs, geometry, plan
+from . import configs, geometry
+from .geometry import DECODE_MAX_REGS
 
 ABI = kernel_abi("void* out, void* x, void* w, void* w_scale, int32_t m, int32_t n, int32_t k, int32_t stride_x, "
                  "int32_t stride_out")
-DECODE_MAX_REGS = 256
-DECODE_MAX_LDS = 80 * 1024
 
 
-def _budget(params: dict) -> Budget:
+def _budget(params: dict, target) -> Budget:
     t = geometry.tile(params)
     if t.order == "decode":
-        return Budget(max_vgpr_plus_agpr=DECODE_MAX_REGS, max_lds=DECODE_MAX_LDS, exact_lds=t.lds_bytes)
-    return Budget(max_vgpr_plus_agpr=512, exact_lds=t.lds_bytes)
+        return Budget(max_vgpr_plus_agpr=DECODE_MAX_REGS, max_lds=geometry.lds_limit("decode", target),
+                      exact_lds=t.lds_bytes)
+    return Budget(max_vgpr_plus_agpr=target.vgprs + target.agprs, exact_lds=t.lds_bytes)
 
 
 FAMILY = Family(
     name="gemm_a16wfp4",
     axes={"order": geometry.ORDERS, "bm": configs.TILE_BM, "bn": configs.TILE_BN, "sk": (1, 2, 4),
           "kb": tuple(t // geometry.KBLOCK for t in configs.TILE_K)},
-    specs=configs.all_configs,
+    specs=lambda target: configs.all_configs(),
     symbol=geometry.symbol,
-    block=plan.block,
+    block=geometry.block,
     targets=(DEFAULT_TARGET,),
     abi=lambda params: ABI,
     budget=_budget,

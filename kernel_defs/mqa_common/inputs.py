@@ -1,5 +1,5 @@
 """What both MQA logits families accept: the prebuilt shape axes and the checks of the arguments they
-read the same way. Pure Python + torch (both plan.py files use it).
+read the same way. Pure Python + torch (both families' inputs.py use it).
 
 Alignment, from the kernels' memory accesses: Q and KV values are read 16 bytes per lane
 (buffer_load_dwordx4), so their base and every row / page stride the kernels step by are multiples of
@@ -7,7 +7,7 @@ VALUE_ALIGN; everything else (E8M0 scales, bf16 weights, int32 tables, windows a
 outputs) is read or written in whole dwords (1-4 dword vector or scalar accesses, which need dword
 alignment), so multiples of DWORD_ALIGN.
 """
-from ..validate import E8M0, FP4X2, check_tensor
+from ..tensor_checks import E8M0, FP4X2, check_tensor
 
 HEADS = tuple(range(16, 129, 16))
 HEAD_DIMS = (128, 256)

@@ -1,13 +1,13 @@
-"""Compile-time geometry of the decode kernels, shared by kernel.py (tracing), plan.py and specs.py.
+"""Compile-time geometry of the decode kernels, shared by kernel.py (tracing), plan.py and specs.py:
+every size, the spec tables, `symbol` and `block` (a function of the params and the target row).
 
 Pure Python (plus mqa_common.layouts for the Q-scale padding): the runtime imports it.
 """
 from dataclasses import dataclass
 
-from ... import targets
 from ..mqa_common import layouts
 
-WAVE = targets.get(targets.DEFAULT_TARGET).warp_size   # the lane layouts below assume 64
+WAVE = 64              # lanes per wave the lane layouts below are written for (block() checks the target's)
 NTILE = 16             # tokens per MFMA n-tile
 QUAD = 4 * NTILE       # 4 n-tiles whose scales share one dword (docs/families/mqa_decode.md#kv-scales)
 VALUE_LOAD = 16        # bytes per lane per KV value load
@@ -67,7 +67,15 @@ class Staged:
     def quads_per_wave(self): return self.block_k // QUAD // self.num_warps
 
 
-MAX_NEXT_N = 8
+# (block_k, num_warps) of the staged kernel that are prebuilt: the default 256x4 first, then the common
+# caller overrides. Any other tile the staged geometry allows is compiled on first use.
+STAGED_TILES = ((256, 4), (128, 2), (512, 8), (512, 4), (64, 1))
+DEFAULT_TILE = STAGED_TILES[0]
+STAGED_MAX_NEXT_N = 16        # the staged kernel only divides the row index by next_n
+MAX_WARPS = 16                # 1024 threads per workgroup
+STAGED_LDS_PER_TOKEN = 64 + 4  # D128 values and scales: the staged chunk's bytes per token at the least D
+
+MAX_NEXT_N = 8                # rows one direct CTA holds
 DIRECT_HEADS = (64, 128)
 DIRECT_WAVES = 2                # most waves of a direct CTA (two head waves, or two row waves)
 DIRECT_GRID_LIMIT = 1024        # largest 32-token grid of the two-wave kernels; larger grids use 64-token tiles
@@ -121,6 +129,16 @@ class Direct:
     def threads(self): return WAVE * self.waves
     @property
     def lds_bytes(self): return 0 if self.head_waves == 1 else self.head_waves * MAX_NEXT_N * self.tile * 4
+
+
+def symbol(params: dict) -> str:
+    name = "mqa_decode_{path}_h{heads}_d{head_dim}_p{page_size}_bk{block_k}_w{num_warps}".format(**params)
+    return name + ("_sw" if params["weight_load"] == "scalar" else "")
+
+
+def block(params: dict, target) -> tuple:
+    """Workgroup of every spec: num_warps waves (the direct kernel's are its head and row waves)."""
+    return (target.wave(WAVE, "mqa_decode") * params["num_warps"], 1, 1)
 
 
 def staged_params(heads: int, head_dim: int, page_size: int, block_k: int, num_warps: int) -> dict:

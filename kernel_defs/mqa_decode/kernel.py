@@ -219,9 +219,10 @@ def _staged_launcher(g: Staged, name: str):
     return launch
 
 
-def launcher(params: dict):
-    """The launcher of one spec of the family (build_tools compiles it)."""
+def launcher(params: dict, target):
+    """The launcher of one spec of the family for a target row (build_tools compiles it)."""
     FAMILY.validate_params(params)
+    FAMILY.block(params, target)        # refuses a target whose waves the lane layouts do not fit
     name = FAMILY.symbol(params)
     g = geometry.of(params)
     return _staged_launcher(g, name) if isinstance(g, Staged) else direct_launcher(g, name)

@@ -6,15 +6,17 @@ block-table width), max_seq_len, batch, grid size, weight_scale.
 
 Budgets (per path): no scratch and no spills (global gate); the staged kernel's LDS is exactly its
 KV stage (block_k * (D/2 + D/32) bytes); the direct kernel's LDS is exactly the head-reduction buffer
-(2 waves x 8 rows x tile x 4 bytes) and nothing else, and it stays within 128 VGPRs (4 waves / SIMD).
+(2 waves x 8 rows x tile x 4 bytes) and nothing else, and it keeps DIRECT_MIN_WAVES_PER_SIMD waves per
+SIMD (a quarter of the target's VGPRs + AGPRs).
 """
+from ... import targets
 from ..mqa_common.inputs import HEAD_DIMS, HEADS, PAGE_SIZES
-from ...targets import DEFAULT_TARGET
 from ..registry import Budget, Family, kernel_abi
-from . import plan
 from . import geometry
-from .geometry import DIRECT_HEADS, DIRECT_MIN_WAVES_PER_SIMD, Direct, direct_params, staged_params
+from .geometry import (DIRECT_HEADS, DIRECT_MIN_WAVES_PER_SIMD, DIRECT_VARIANTS, MAX_WARPS, STAGED_LDS_PER_TOKEN,
+                       STAGED_TILES, Direct, direct_params, staged_params)
 
+TARGETS = (targets.DEFAULT_TARGET,)
 
 _COMMON = ("void* out, void* q, void* q_scale, void* kv_cache, void* kv_scale, void* block_tables, void* weights, "
            "void* cta_info, int32_t next_n, int32_t max_seq_len, int64_t stride_out, int64_t stride_kv, "
@@ -27,43 +29,41 @@ _DIRECT_ABI = tuple(("context_lens", t) if n == "cta_info" else (n, t)
                     for n, t in kernel_abi(_COMMON + ", int32_t num_pages, int32_t bt_width"))
 
 
-def _specs():
+def _specs(target):
     out = []
     for h in HEADS:
         for d in HEAD_DIMS:
             for p in PAGE_SIZES:
-                for bk, w in plan.STAGED_TILES:
+                for bk, w in STAGED_TILES:
                     if bk % p == 0:
                         out.append(staged_params(h, d, p, bk, w))
     for h in DIRECT_HEADS:
         for p in PAGE_SIZES:
-            for tile, wl, waves in plan.DIRECT_VARIANTS[h]:
+            for tile, wl, waves in DIRECT_VARIANTS[h]:
                 out.append(direct_params(h, p, tile, wl == "scalar", waves))
     return out
 
 
-def _symbol(params):
-    name = "mqa_decode_{path}_h{heads}_d{head_dim}_p{page_size}_bk{block_k}_w{num_warps}".format(**params)
-    return name + ("_sw" if params["weight_load"] == "scalar" else "")
-
-
-def _budget(params):
+def _budget(params, target):
     g = geometry.of(params)
+    registers = target.vgprs + target.agprs
     if isinstance(g, Direct):
-        return Budget(max_vgpr_plus_agpr=512 // DIRECT_MIN_WAVES_PER_SIMD, exact_lds=g.lds_bytes)
-    return Budget(max_vgpr_plus_agpr=512, exact_lds=g.lds_bytes)
+        return Budget(max_vgpr_plus_agpr=registers // DIRECT_MIN_WAVES_PER_SIMD, exact_lds=g.lds_bytes)
+    return Budget(max_vgpr_plus_agpr=registers, exact_lds=g.lds_bytes)
 
+
+_MAX_LDS = max(targets.get(t).lds_bytes for t in TARGETS)
 
 FAMILY = Family(
     name="mqa_decode",
     axes={"path": ("staged", "direct"), "heads": HEADS, "head_dim": HEAD_DIMS, "page_size": PAGE_SIZES,
           # staged: any multiple of 64 tokens the LDS holds, 1..16 waves (plan.staged_tile); direct: 32, 64
-          "block_k": (32,) + tuple(range(64, plan.MAX_LDS // 68 + 1, 64)),
-          "num_warps": tuple(range(1, plan.MAX_WARPS + 1)), "weight_load": ("vector", "scalar")},
+          "block_k": (32,) + tuple(range(64, _MAX_LDS // STAGED_LDS_PER_TOKEN + 1, 64)),
+          "num_warps": tuple(range(1, MAX_WARPS + 1)), "weight_load": ("vector", "scalar")},
     specs=_specs,
-    symbol=_symbol,
-    block=plan.block,
-    targets=(DEFAULT_TARGET,),
+    symbol=geometry.symbol,
+    block=geometry.block,
+    targets=TARGETS,
     abi=lambda params: _DIRECT_ABI if params["path"] == "direct" else _STAGED_ABI,
     budget=_budget,
     shipped=True,

@@ -1,15 +1,15 @@
-"""Compile-time geometry of one prefill spec (heads H, head_dim D, page size P).
+"""Compile-time geometry of one prefill spec (heads H, head_dim D, page size P), its `symbol` and
+`block` (a function of the params and the target row).
 
 Pure Python: kernel.py, plan.py and specs.py (budget) all derive sizes from here so the kernel,
 its launch plan and the resource gate cannot disagree.
 """
 from dataclasses import dataclass
 
-from ... import targets
 from ..mqa_common import layouts
 from ..mqa_common.prefill_table import CHUNK_TOKENS, CTA_INFO_INTS, WAVES  # noqa: F401  (re-exported)
 
-WAVE_SIZE = targets.get(targets.DEFAULT_TARGET).warp_size   # the lane layouts below assume 64
+WAVE_SIZE = 64            # lanes per wave the lane layouts below are written for (block() checks the target's)
 THREADS = WAVES * WAVE_SIZE
 MFMA_M = 32               # v_mfma_scale_f32_32x32x64_f8f6f4: 32 heads x 32 tokens x 64 dims
 MFMA_N = 32
@@ -19,6 +19,16 @@ MFMA_K = 64
 def spec_params(heads: int, head_dim: int, page_size: int) -> dict:
     """The params of one spec, from its axes: what specs() enumerates and what a call's plan looks up."""
     return {"heads": heads, "head_dim": head_dim, "page_size": page_size}
+
+
+def symbol(params: dict) -> str:
+    g = Geometry.of(params)
+    return f"mqa_prefill_fp4_h{g.heads}_d{g.head_dim}_p{g.page_size}"
+
+
+def block(params: dict, target) -> tuple:
+    target.wave(WAVE_SIZE, "mqa_prefill")
+    return (THREADS, 1, 1)
 
 
 @dataclass(frozen=True)

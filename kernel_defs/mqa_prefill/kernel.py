@@ -41,8 +41,8 @@ from flydsl.expr import gpu, range_constexpr, rocdl
 from flydsl.expr.typing import Int32, Int64, T, Vector
 
 from ..mqa_common import blocks as B
-from . import plan
 from .geometry import CHUNK_TOKENS, CTA_INFO_INTS, THREADS, WAVE_SIZE, Geometry
+from .specs import FAMILY
 
 
 # ------------------------------------------------------------------------------------------ small pieces
@@ -241,9 +241,10 @@ def _fold_pair(a, b, lane, half):
 
 # ------------------------------------------------------------------------------------------ the kernel
 
-def launcher(params: dict):
+def launcher(params: dict, target):
+    FAMILY.block(params, target)        # refuses a target whose waves the lane layouts do not fit
     g = Geometry.of(params)
-    name = plan.symbol(params)
+    name = FAMILY.symbol(params)
     npg = g.pages_per_chunk
 
     @flyc.kernel(name=name)

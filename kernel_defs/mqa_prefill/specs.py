@@ -6,8 +6,7 @@ exactly the staged chunk (17,408 bytes) and at most 126 VGPRs; every spec's LDS 
 from ..mqa_common.inputs import HEAD_DIMS, HEADS, PAGE_SIZES
 from ...targets import DEFAULT_TARGET
 from ..registry import Budget, Family, kernel_abi
-from . import plan
-from .geometry import Geometry, spec_params
+from .geometry import Geometry, block, spec_params, symbol
 
 ABI = kernel_abi("void* out, void* q, void* q_scale, void* kv_cache, void* kv_scale, void* block_tables, "
                  "void* weights, void* local_starts, void* local_ends, void* cta_info, int32_t stride_out, "
@@ -18,11 +17,11 @@ BUDGET_SPEC = spec_params(heads=64, head_dim=128, page_size=64)
 BUDGET_MAX_VGPR = 126
 
 
-def specs() -> list:
+def specs(target) -> list:
     return [spec_params(h, d, p) for h in HEADS for d in HEAD_DIMS for p in PAGE_SIZES]
 
 
-def budget(params: dict) -> Budget:
+def budget(params: dict, target) -> Budget:
     lds = Geometry.of(params).lds_bytes
     if params == BUDGET_SPEC:
         return Budget(max_vgpr=BUDGET_MAX_VGPR, max_vgpr_plus_agpr=BUDGET_MAX_VGPR, exact_lds=lds)
@@ -33,8 +32,8 @@ FAMILY = Family(
     name="mqa_prefill",
     axes={"heads": HEADS, "head_dim": HEAD_DIMS, "page_size": PAGE_SIZES},
     specs=specs,
-    symbol=plan.symbol,
-    block=plan.block,
+    symbol=symbol,
+    block=block,
     targets=(DEFAULT_TARGET,),
     abi=lambda params: ABI,
     budget=budget,

@@ -2,6 +2,6 @@
 schedule (`groups`), the variable-qlen windows (`windows`) and the conversion of the one-row-per-CTA
 6-int table (`convert`).
 
-geometry.py (sizes), kernel.py (FlyDSL), plan.py (launch plans), reference.py (the torch builders the
-kernels reproduce bit for bit), specs.py (the three specs).
+geometry.py (sizes, symbol, block), specs.py (the three specs), plan.py (launch plans: the module other
+families use), kernel.py (FlyDSL), reference.py (the torch builders the kernels reproduce bit for bit).
 """

@@ -1,9 +1,9 @@
-"""Sizes shared by the metadata kernels, their launch plans and the spec budget (pure Python)."""
-from ... import targets
+"""Sizes shared by the metadata kernels, their launch plans and the spec budget (pure Python), with
+`symbol` and `block` (a function of the params and the target row)."""
 from ..mqa_common.prefill_table import CHUNK_TOKENS, CTA_INFO_INTS, ROW_INFO_INTS, WAVES  # noqa: F401
 
 LAYOUTS = ("groups", "windows", "convert")
-WAVE_SIZE = targets.get(targets.DEFAULT_TARGET).warp_size
+WAVE_SIZE = 64                # lanes per wave the groups kernel's sums are written for (block() checks it)
 GROUP_THREADS = 1024          # the groups kernel is one workgroup: 16 waves share the row arrays in LDS
 ELEM_THREADS = 256            # windows / convert: one lane per row / slot
 MAX_ROWS = 32768              # rows whose per-row chunk counts the groups kernel holds in LDS (4 bytes each)
@@ -12,6 +12,15 @@ FIT_POINTS = 2                # candidates the groups kernel tests per step of i
 
 def threads(layout: str) -> int:
     return GROUP_THREADS if layout == "groups" else ELEM_THREADS
+
+
+def symbol(params: dict) -> str:
+    return f"mqa_prefill_meta_{params['layout']}"
+
+
+def block(params: dict, target) -> tuple:
+    target.wave(WAVE_SIZE, "mqa_prefill_meta")
+    return (threads(params["layout"]), 1, 1)
 
 
 def group_lds_bytes() -> int:

@@ -24,9 +24,9 @@ from flydsl.expr import gpu, range_constexpr
 from flydsl.expr.typing import Float32, Float64, Int32, Int64, T
 
 from ..mqa_common import blocks as B
-from . import plan
 from .geometry import (CHUNK_TOKENS, CTA_INFO_INTS, ELEM_THREADS, FIT_POINTS, GROUP_THREADS, MAX_ROWS, ROW_INFO_INTS,
                        WAVE_SIZE, WAVES, group_lds_bytes)
+from .specs import FAMILY
 
 _BIG = (1 << 31) - 1
 _CHUNK_SHIFT = CHUNK_TOKENS.bit_length() - 1
@@ -322,10 +322,10 @@ def _convert_kernel(name: str):
 _KERNELS = {"groups": _groups_kernel, "windows": _windows_kernel, "convert": _convert_kernel}
 
 
-def launcher(params: dict):
+def launcher(params: dict, target):
     layout = params["layout"]
-    kern = _KERNELS[layout](plan.symbol(params))
-    threads = plan.block(params)[0]
+    kern = _KERNELS[layout](FAMILY.symbol(params))
+    threads = FAMILY.block(params, target)[0]
     if layout == "groups":
         @flyc.jit
         def launch(cta_info: fx.Pointer, row_to_batch: fx.Pointer, local_starts: fx.Pointer, local_ends: fx.Pointer,

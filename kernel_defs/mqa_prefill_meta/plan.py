@@ -7,32 +7,16 @@
 - `windows`: the varqlen windows into three int32 [rows] tensors; one lane per row.
 - `convert`: the first n_ctas slots of a one-row-per-CTA table into a new int32 [n_ctas, CTA_INFO_INTS].
 """
-import functools
-
 import torch
 
 from ..registry import LaunchPlan
 from . import reference
-from .geometry import CTA_INFO_INTS, ELEM_THREADS, MAX_ROWS, fit_space, search_rounds, threads
-
-
-def symbol(params: dict) -> str:
-    return f"mqa_prefill_meta_{params['layout']}"
-
-
-def block(params: dict) -> tuple:
-    return (threads(params["layout"]), 1, 1)
+from .geometry import CTA_INFO_INTS, ELEM_THREADS, MAX_ROWS, fit_space, search_rounds
+from .specs import FAMILY
 
 
 def _grid(n: int) -> tuple:
     return (max(1, -(-n // ELEM_THREADS)), 1, 1)
-
-
-@functools.cache
-def _family():
-    """This family's declaration (specs.py imports this module, so it is looked up on first use)."""
-    from .specs import FAMILY
-    return FAMILY
 
 
 def groups(row_to_batch, local_starts, local_ends, out: torch.Tensor, *, page_size: int, max_seq_len: int):
@@ -46,7 +30,7 @@ def groups(row_to_batch, local_starts, local_ends, out: torch.Tensor, *, page_si
     args = {"cta_info": out, "row_to_batch": row_to_batch, "local_starts": local_starts, "local_ends": local_ends,
             "rows": rows, "slots": out.shape[0], "page_size": page_size, "max_seq_len": max_seq_len,
             "s_max": s_max, "fit_rounds": rounds, "row_rounds": search_rounds(rows)}
-    return _family().launch_plan({"layout": "groups"}, (1, 1, 1), args)
+    return FAMILY.launch_plan({"layout": "groups"}, (1, 1, 1), args)
 
 
 def windows(cu_seq_q, context_lens, out) -> LaunchPlan:
@@ -56,7 +40,7 @@ def windows(cu_seq_q, context_lens, out) -> LaunchPlan:
     args = {"row_to_batch": row_to_batch, "local_starts": local_starts, "local_ends": local_ends,
             "cu_seq_q": cu_seq_q, "context_lens": context_lens, "rows": rows, "batches": batches,
             "search_rounds": search_rounds(batches)}
-    return _family().launch_plan({"layout": "windows"}, _grid(rows), args)
+    return FAMILY.launch_plan({"layout": "windows"}, _grid(rows), args)
 
 
 def convert(table, n_ctas: int, *, block_k: int, rows: int, page_size: int, max_seq_len: int):
@@ -64,4 +48,10 @@ def convert(table, n_ctas: int, *, block_k: int, rows: int, page_size: int, max_
     out = torch.empty(n_ctas, CTA_INFO_INTS, dtype=torch.int32, device=table.device)
     args = {"cta_info": out, "table": table, "n_ctas": n_ctas, "block_k": block_k, "rows": rows,
             "page_size": page_size, "max_seq_len": max_seq_len}
-    return out, _family().launch_plan({"layout": "convert"}, _grid(n_ctas), args)
+    return out, FAMILY.launch_plan({"layout": "convert"}, _grid(n_ctas), args)
+
+
+def converted(table, n_ctas: int, *, block_k: int, rows: int, page_size: int, max_seq_len: int) -> torch.Tensor:
+    """What `convert`'s kernel writes, built on the host by the torch reference (checked mode reads it)."""
+    return reference.from_row_schedule(table, n_ctas, block_k=block_k, rows=rows, page_size=page_size,
+                                       max_seq_len=max_seq_len)

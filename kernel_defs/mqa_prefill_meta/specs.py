@@ -1,8 +1,7 @@
 """The prefill metadata family: one spec per table it builds; every size is a runtime argument."""
 from ...targets import DEFAULT_TARGET
 from ..registry import Budget, Family, kernel_abi
-from . import plan
-from .geometry import LAYOUTS, group_lds_bytes
+from .geometry import LAYOUTS, block, group_lds_bytes, symbol
 
 ABIS = {
     "groups": kernel_abi("void* cta_info, void* row_to_batch, void* local_starts, void* local_ends, int32_t rows, "
@@ -15,16 +14,16 @@ ABIS = {
 }
 
 
-def budget(params: dict) -> Budget:
+def budget(params: dict, target) -> Budget:
     return Budget(exact_lds=group_lds_bytes() if params["layout"] == "groups" else 0)
 
 
 FAMILY = Family(
     name="mqa_prefill_meta",
     axes={"layout": LAYOUTS},
-    specs=lambda: [{"layout": layout} for layout in LAYOUTS],
-    symbol=plan.symbol,
-    block=plan.block,
+    specs=lambda target: [{"layout": layout} for layout in LAYOUTS],
+    symbol=symbol,
+    block=block,
     targets=(DEFAULT_TARGET,),
     abi=lambda params: ABIS[params["layout"]],
     budget=budget,

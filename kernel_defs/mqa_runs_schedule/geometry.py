@@ -1,16 +1,27 @@
-"""Sizes of the runs-schedule kernel, shared by kernel.py (tracing), plan.py and specs.py (pure Python).
+"""Sizes of the runs-schedule kernel, shared by kernel.py (tracing), plan.py and specs.py (pure Python):
+the layouts, `symbol`, `block` (a function of the params and the target row) and the LDS layout.
 
 One workgroup of THREADS lanes builds the whole table. Items (decode: sequences; rows table: query
 rows) are processed in blocks of THREADS, one item per lane; the first CACHE_ITEMS items' lengths and
 chunk counts stay in LDS for every search round (items past it are re-read from global memory each
 round, so any item count works).
 """
-from ... import targets
-
-WAVE = targets.get(targets.DEFAULT_TARGET).warp_size
+LAYOUTS = ("varctx", "rows")
+WAVE = 64              # lanes per wave the scans below are written for (block() checks the target's)
 THREADS = 256
 WAVES = THREADS // WAVE
 CACHE_ITEMS = 8192
+
+
+
+def symbol(params: dict) -> str:
+    return f"mqa_runs_schedule_{params['layout']}"
+
+
+def block(params: dict, target) -> tuple:
+    target.wave(WAVE, "mqa_runs_schedule")
+    return (THREADS, 1, 1)
+
 
 # ints per table row, per layout
 WIDTH = {"varctx": 4, "rows": 6}

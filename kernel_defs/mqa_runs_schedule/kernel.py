@@ -208,9 +208,10 @@ def _kernel(layout: str, name: str):
     return runs_rows
 
 
-def launcher(params: dict):
-    """The launcher of one spec of the family (build_tools compiles it)."""
+def launcher(params: dict, target):
+    """The launcher of one spec of the family for a target row (build_tools compiles it)."""
     FAMILY.validate_params(params)
+    FAMILY.block(params, target)        # refuses a target whose waves the scans do not fit
     layout = params["layout"]
     kern = _kernel(layout, FAMILY.symbol(params))
 

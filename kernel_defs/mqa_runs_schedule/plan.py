@@ -6,24 +6,11 @@ search of `rounds` steps), else the longest item's chunk count; runs handed to s
 idle slots get a filler row. One launch writes the whole table and `safe`; every scalar is a kernel
 argument, so one spec per layout serves every call. Allocations only: no torch device op, no host sync.
 """
-import functools
-
 import torch
 
-from ..registry import LaunchPlan
-from ..validate import check_int, check_no_overlap, check_tensor
-from .geometry import MAX_SLOTS, MAX_TABLE_BYTES, THREADS, WIDTH
-
-LAYOUTS = ("varctx", "rows")
-
-
-def block(params: dict) -> tuple:
-    return (THREADS, 1, 1)
-
-
-def symbol(params: dict) -> str:
-    return f"mqa_runs_schedule_{params['layout']}"
-
+from ..tensor_checks import check_int, check_no_overlap, check_tensor
+from .geometry import MAX_SLOTS, MAX_TABLE_BYTES, WIDTH
+from .specs import FAMILY
 
 def default_parallel_units(batch: int, next_n: int, max_seq_len: int, block_k: int) -> int:
     """The decode persistent grid when the caller names none: one slot per row and chunk."""
@@ -81,7 +68,7 @@ def varctx_plan(context_lens, block_k: int, pgrid: int, max_seq_len: int, next_n
     args = {"cta_info": out, "safe": safe, "context_lens": cl, "items": cl.shape[0], "slots": pgrid // next_n,
             "next_n": next_n, "block_k": block_k, "max_seq_len": max_seq_len,
             "rounds": search_rounds(max_seq_len, block_k)}
-    return out, safe, _family().launch_plan({"layout": "varctx"}, (1, 1, 1), args)
+    return out, safe, FAMILY.launch_plan({"layout": "varctx"}, (1, 1, 1), args)
 
 
 def rows_plan(row_to_batch, local_starts, local_ends, *, block_k: int, slots: int, max_seq_len: int, out=None):
@@ -103,11 +90,4 @@ def rows_plan(row_to_batch, local_starts, local_ends, *, block_k: int, slots: in
     args = {"cta_info": out, "safe": safe, "local_ends": le, "row_to_batch": rb, "local_starts": ls,
             "items": rows, "slots": slots, "block_k": block_k, "max_seq_len": max_seq_len,
             "rounds": search_rounds(max_seq_len, block_k)}
-    return safe, out, _family().launch_plan({"layout": "rows"}, (1, 1, 1), args)
-
-
-@functools.cache
-def _family():
-    """This family's declaration (specs.py imports this module, so it is looked up on first use)."""
-    from .specs import FAMILY
-    return FAMILY
+    return safe, out, FAMILY.launch_plan({"layout": "rows"}, (1, 1, 1), args)

@@ -8,8 +8,7 @@ item cache plus the block arrays (geometry.LDS_BYTES).
 """
 from ...targets import DEFAULT_TARGET
 from ..registry import Budget, Family, kernel_abi
-from . import plan
-from .geometry import LDS_BYTES
+from .geometry import LAYOUTS, LDS_BYTES, block, symbol
 
 _ABI = {
     "varctx": kernel_abi("void* cta_info, void* safe, void* context_lens, int32_t items, int32_t slots, "
@@ -20,13 +19,13 @@ _ABI = {
 
 FAMILY = Family(
     name="mqa_runs_schedule",
-    axes={"layout": plan.LAYOUTS},
-    specs=lambda: [{"layout": layout} for layout in plan.LAYOUTS],
-    symbol=plan.symbol,
-    block=plan.block,
+    axes={"layout": LAYOUTS},
+    specs=lambda target: [{"layout": layout} for layout in LAYOUTS],
+    symbol=symbol,
+    block=block,
     targets=(DEFAULT_TARGET,),
     abi=lambda params: _ABI[params["layout"]],
-    budget=lambda params: Budget(max_vgpr=64, exact_lds=LDS_BYTES),
+    budget=lambda params, target: Budget(max_vgpr=64, exact_lds=LDS_BYTES),
     shipped=True,
     doc=__doc__,
 )

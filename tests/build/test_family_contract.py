@@ -21,7 +21,7 @@ def test_every_family_declares_a_complete_contract(name):
     fam = registry.get_family(name)
     assert fam.name == name and all(targets.get(t).arch == t for t in fam.targets)
     assert importlib.util.find_spec(fam.kernel_module) is not None
-    for params in fam.specs():
+    for params in fam.specs(targets.get(fam.targets[0])):
         abi = fam.abi(params)
         assert abi and all(ctype in SLOT_CTYPES and n.isidentifier() for n, ctype in abi)
         assert len({n for n, _ in abi}) == len(abi)
@@ -37,7 +37,7 @@ def test_a_wrong_argument_name_fails_when_the_plan_is_made():
     from flyaot.kernel_defs.mqa_prefill.specs import FAMILY
     params = {"heads": 64, "head_dim": 128, "page_size": 64}
     args = {n: 0 for n, _ in FAMILY.abi(params)}
-    assert FAMILY.launch_plan(params, (1, 1, 1), args).block == FAMILY.block(params)
+    assert FAMILY.launch_plan(params, (1, 1, 1), args).block == FAMILY.block(params, FAMILY.target_rows[0])
     args["stride_kvpage"] = args.pop("stride_kv_page")
     with pytest.raises(ValueError, match=r"missing \['stride_kv_page'\], unknown \['stride_kvpage'\]"):
         FAMILY.launch_plan(params, (1, 1, 1), args)

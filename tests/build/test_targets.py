@@ -1,11 +1,14 @@
-"""Adding a target is one row in targets.py plus `targets=` on the families that support it.
+"""A target that builds and serves from a store of its own is one row in targets.py plus `targets=` on
+the families that support it (docs/architecture.md#what-a-change-touches counts the rest).
 
-The row here is test-only: the test adds it to the table in this process and no such row ships. It
-describes a real LLVM target, gfx942 (CDNA3: 64 KiB LDS, wave64), so the build is real: the build
-CLI's own `main()` runs in this process (the only one that has the row; compile workers receive the
-arch name alone), FlyDSL compiles the probe family for gfx942, and the gates check the gfx942 code
-objects against the limits the row declares. The store that comes out is then refused at load by
-the emulator, which runs gfx950 code only.
+The row here is test-only: the test adds it to the table in this process and no such row ships, and
+no other file is edited. It describes a real LLVM target, gfx942 (CDNA3: 64 KiB LDS, wave64), so the
+build is real: the build CLI's own `main()` runs in this process (the only one that has the row in
+its table; compile workers receive the row as a value and check FlyDSL compiles for its arch), FlyDSL
+compiles the probe family for gfx942 (its launcher gets the row), and the gates check the gfx942 code objects
+against the limits the row declares. The store that comes out serves its specs to a runtime asked for
+gfx942, names its nearest specs for a miss, and is refused at load by the emulator, which runs gfx950
+code only. A row whose waves the shipped kernels' lane layouts do not fit is refused by their `block`.
 """
 import dataclasses
 import importlib
@@ -15,10 +18,12 @@ import pytest
 import torch
 
 from flyaot import runtime, targets
-from flyaot.build_tools import cli
+from flyaot.build_tools import __main__ as cli
 from flyaot.formats import codeobject
 from flyaot.kernel_defs import registry
-from flyaot.runtime import ArchMismatchError, drivers
+from flyaot.formats.manifest import Spec
+from flyaot.runtime import ArchMismatchError, MissingSpecError, drivers
+from flyaot.runtime.dispatch import Runtime
 
 DUMMY = targets.GPUTarget(backend="hip", arch="gfx942", warp_size=64, mach=0x4C, lds_bytes=64 * 1024,
                           vgprs=256, agprs=256, sgprs=102, emulated=False, description="test-only row")
@@ -63,14 +68,26 @@ def test_dummy_target_store_builds_with_its_limits_and_is_refused_on_the_emulato
     assert not (tmp_path / "refused").exists()
     monkeypatch.setitem(targets.TARGETS, DUMMY.arch, DUMMY)
 
+    # Served: a runtime looking for a gfx942 spec finds it in the store; a gfx942 spec no store holds
+    # (the JIT is off) is a miss naming the nearest gfx942 specs the store has.
+    monkeypatch.setenv("FLYAOT_PREBUILT_PATH", str(store))
+    monkeypatch.setenv("FLYAOT_DISABLE_JIT", "1")
+    monkeypatch.setenv("FLYAOT_CACHE_DIR", str(tmp_path / "user-cache"))
+    rt = Runtime()
+    served = Spec.make("probe", {"block": 64, "behavior": "ok"}, DUMMY.arch)
+    hit_store, sid, entry = rt.find(served, -1)
+    assert hit_store.root == store and entry["key"] == served.key and entry["file"] == f"{DUMMY.arch}/{sid}.co"
+    missing = Spec.make("probe", {"block": 64, "behavior": "raise"}, DUMMY.arch)
+    with pytest.raises(MissingSpecError) as miss:
+        rt.find(missing, -1)
+    assert not isinstance(miss.value, ArchMismatchError)
+    assert f"Nearest prebuilt specs: {served.key}" in str(miss.value) and "FLYAOT_DISABLE_JIT" in str(miss.value)
+
     # Loading on the emulator (gfx950) is refused: the emu driver reports its own row, and the store's
     # spec is for another target.
     assert drivers.get("emu").target(-1) == targets.DEFAULT_TARGET != DUMMY.arch
     plan = importlib.import_module(f"{registry.__package__}.probe.plan")
-    monkeypatch.setenv("FLYAOT_PREBUILT_PATH", str(store))
     monkeypatch.setenv("FLYAOT_DEVICE", "emu")
-    monkeypatch.setenv("FLYAOT_DISABLE_JIT", "1")
-    monkeypatch.setenv("FLYAOT_CACHE_DIR", str(tmp_path / "user-cache"))
     runtime.reset()
     try:
         with pytest.raises(ArchMismatchError, match=f"have it for {DUMMY.arch}, but the current device is "
@@ -78,3 +95,16 @@ def test_dummy_target_store_builds_with_its_limits_and_is_refused_on_the_emulato
             runtime.launch(plan.plan(torch.zeros(64), 1.0))
     finally:
         runtime.reset()
+
+
+@pytest.mark.parametrize("name", [n for n in registry.family_names() if registry.get_family(n).shipped])
+def test_a_target_of_another_wave_size_is_refused_by_every_shipped_family(name, monkeypatch):
+    """Each shipped family's lane layouts are written for 64-lane waves: block(params, target) reads the
+    row's wave size and refuses a wave32 row by name, before anything is compiled or launched."""
+    wave32 = dataclasses.replace(DUMMY, arch="gfx1100", warp_size=32)
+    monkeypatch.setitem(targets.TARGETS, wave32.arch, wave32)
+    fam = registry.get_family(name)
+    params = fam.specs(DUMMY)[0]
+    assert fam.block(params, DUMMY)[0] % 64 == 0
+    with pytest.raises(ValueError, match=rf"{name}: .*64-lane waves; target gfx1100 runs 32-lane waves"):
+        fam.block(params, wave32)

@@ -10,6 +10,7 @@ import torch
 from flyaot import runtime
 from flyaot.kernel_defs.mqa_common import layouts
 from flyaot.kernel_defs.mqa_common.reference import compare, passes
+from flyaot.kernel_defs.mqa_decode import geometry as G
 from flyaot.kernel_defs.mqa_decode import plan as P
 from flyaot.kernel_defs.mqa_decode.reference import pa_mqa_logits_reference, visible_mask
 from flyaot.kernel_defs.mqa_runs_schedule.reference import varctx_reference as build_schedule
@@ -87,14 +88,14 @@ def test_next_n_16_runs_and_17_is_refused():
     m = compare(out, ref, visible_mask(args[-1], 16, msl))
     assert passes(m), m
     with pytest.raises(ValueError, match="next_n"):
-        P.check_int("next_n", 17, lo=1, hi=P.MAX_NEXT_N)
+        P.check_int("next_n", 17, lo=1, hi=G.STAGED_MAX_NEXT_N)
 
 
 def test_tile_not_prebuilt_is_a_missing_spec_in_strict_mode(monkeypatch):
     monkeypatch.setenv("FLYAOT_DISABLE_JIT", "1")
     runtime.reset()
     args, msl = _decode_problem()
-    assert (128, 1) not in P.STAGED_TILES
+    assert (128, 1) not in G.STAGED_TILES
     with pytest.raises(MissingSpecError, match="FLYAOT_DISABLE_JIT"):
         pa_mqa_logits_fp4(*args, msl, block_k=128, num_warps=1)
 

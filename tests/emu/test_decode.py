@@ -235,3 +235,15 @@ def test_ds_swizzle_patterns_print_like_llvm(tmp_path):
     got = [" ".join(decode.decode_one(w, 0).text.split()) for w in words]
     bad = [(hex(o), a, b) for o, a, b in zip(offsets, want, got) if a != b]
     assert not bad, bad[:10]
+
+
+def test_isa_tables_come_from_load_by_arch():
+    """emu.isa.load(arch) hands out an ISA package's tables; the decoder reads the emulated one's."""
+    from flyaot.emu import isa
+    from flyaot.emu.isa.gfx950 import opcodes
+    assert isa.ARCH in isa.arches()
+    tables = isa.load(isa.ARCH)
+    assert tables.arch == decode.ISA_ARCH and tables.opcodes is opcodes.OPCODES is decode.OPCODES
+    assert tables.timing.CACHE_LINE_BYTES > 0
+    with pytest.raises(ValueError, match=r"no ISA data for 'gfx1201'; it has gfx950"):
+        isa.load("gfx1201")

@@ -4,6 +4,7 @@ import logging
 import pytest
 import torch
 
+from flyaot import targets
 from flyaot.kernel_defs.gemm_a16wfp4 import configs, geometry, layout, plan, reference
 from flyaot.kernel_defs.registry import get_family
 from flyaot.ops import gemm_a16wfp4, prepare_mxfp4_weight
@@ -61,12 +62,13 @@ def test_reference_decode_of_all_codes_and_scale_edges():
 
 def test_every_config_is_a_valid_spec_and_every_bucket_dispatches():
     fam = get_family("gemm_a16wfp4")
-    all_specs = fam.specs()
+    row = targets.get(fam.targets[0])
+    all_specs = fam.specs(row)
     assert 8 <= len(all_specs) <= 60
     for p in all_specs:
         fam.validate_params(p)
         t = geometry.tile(p)
-        assert fam.budget(p).exact_lds == t.lds_bytes
+        assert fam.budget(p, row).exact_lds == t.lds_bytes
     keys = {geometry.symbol(p) for p in all_specs}
     assert len(keys) == len(all_specs)
     for (n, k), table in configs.TUNED.items():
@@ -83,7 +85,7 @@ def test_decode_budgets():
     for b in ("d16", "d32"):
         p = configs.TUNED[(8448, 7168)][b]
         assert p["order"] == "decode" and p["sk"] > 1
-        assert fam.budget(p).max_vgpr_plus_agpr == 256
+        assert fam.budget(p, targets.get(fam.targets[0])).max_vgpr_plus_agpr == 256
         q = configs.TUNED[(1536, 7168)][b]
         assert q["order"] == "decode" and q["sk"] == 1
 

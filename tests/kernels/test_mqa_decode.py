@@ -16,7 +16,7 @@ from flyaot import runtime
 from flyaot.kernel_defs.mqa_decode import plan as P
 from flyaot.kernel_defs.mqa_decode.reference import pa_mqa_logits_reference, visible_mask
 from flyaot.kernel_defs.mqa_runs_schedule.reference import varctx_reference as build_schedule
-from flyaot.kernel_defs.mqa_decode.plan import DIRECT_VARIANTS
+from flyaot.kernel_defs.mqa_decode.geometry import DIRECT_VARIANTS
 from flyaot.ops import pa_mqa_logits_fp4
 
 

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from flyaot.kernel_defs.mqa_common import layouts
-from flyaot.kernel_defs.mqa_decode import plan as P
-from flyaot.kernel_defs.validate import check_tensor
+from flyaot.kernel_defs.mqa_decode import inputs as P
+from flyaot.kernel_defs.tensor_checks import check_tensor
 
 NAMES = ("q_fp4", "q_scale", "kv_cache", "kv_scale", "block_tables", "weights", "context_lens")
 CONFIGS = [dict(heads=64, head_dim=128, page=64, next_n=1, ctx=(130, 70)),
@@ -138,7 +138,7 @@ def test_quick_pass_accepts_ordinary_inputs(cfg):
 
 def _out_record(out, rows, msl, like):
     check_tensor("out", out, dtype=torch.float32, shape=(rows, msl), stride=(None, 1), align=4)
-    from flyaot.kernel_defs.validate import check_rows_disjoint, check_same_device
+    from flyaot.kernel_defs.tensor_checks import check_rows_disjoint, check_same_device
     check_rows_disjoint("out", out)
     check_same_device(out=out, q_fp4=like)
 
@@ -155,7 +155,7 @@ def test_out_and_schedule_quick_checks_refuse_what_the_generic_checks_refuse():
         for total in (1, 8, 9, 0, True, 8.0, 2 ** 31):
             def record(i, n):
                 check_tensor("cta_info", i, dtype=torch.int32, shape=(None, 4), contiguous=True, align=4)
-                from flyaot.kernel_defs.validate import check_int, check_same_device
+                from flyaot.kernel_defs.tensor_checks import check_int, check_same_device
                 check_int("total_ctas", n, lo=1, hi=i.shape[0])
                 check_same_device(cta_info=i, q_fp4=like)
                 return n

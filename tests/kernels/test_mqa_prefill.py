@@ -9,7 +9,7 @@ import torch
 
 from flyaot.kernel_defs.mqa_common import layouts
 from flyaot.kernel_defs.mqa_common.reference import compare, passes
-from flyaot.kernel_defs.mqa_prefill import plan, specs
+from flyaot.kernel_defs.mqa_prefill import geometry, plan, specs
 from flyaot.kernel_defs.mqa_prefill import reference as R
 from flyaot.kernel_defs.mqa_prefill.geometry import Geometry
 from flyaot.ops import pa_mqa_logits_fp4_prefill, pa_mqa_logits_fp4_varqlen
@@ -139,12 +139,12 @@ def test_external_schedule_reused_graph_style():
 
 
 def test_budget_holds_in_shipped_metadata(store):
-    entries = {plan.symbol(e["params"]): e for e in store["specs"].values()}
-    assert set(entries) == {plan.symbol(p) for p in specs.specs()}
+    entries = {geometry.symbol(e["params"]): e for e in store["specs"].values()}
+    assert set(entries) == {geometry.symbol(p) for p in specs.specs(specs.FAMILY.target_rows[0])}
     for sym, e in entries.items():
         r = e["resources"]
         assert r["scratch"] == 0 and r["vgpr_spill"] == 0 and r["sgpr_spill"] == 0, sym
         p = e["params"]
         assert r["lds"] == Geometry(p["heads"], p["head_dim"], p["page_size"]).lds_bytes, sym
-    r = entries[plan.symbol(specs.BUDGET_SPEC)]["resources"]
+    r = entries[geometry.symbol(specs.BUDGET_SPEC)]["resources"]
     assert r["lds"] == 17408 and r["vgpr"] + r["agpr"] <= 126

@@ -7,7 +7,7 @@ import torch
 
 from flyaot.kernel_defs.mqa_prefill import reference as R
 from flyaot.kernel_defs.mqa_prefill_meta import reference as S
-from flyaot.kernel_defs.mqa_prefill import plan, specs
+from flyaot.kernel_defs.mqa_prefill import geometry, plan, specs
 from flyaot.kernel_defs.mqa_prefill.geometry import CHUNK_TOKENS, CTA_INFO_INTS, WAVES, Geometry
 from flyaot.ops import pa_mqa_logits_fp4_prefill, pa_mqa_logits_fp4_varqlen
 
@@ -134,14 +134,15 @@ def test_schedule_all_empty_windows_is_idle():
 
 
 def test_spec_set_and_budget():
-    all_specs = specs.FAMILY.specs()
+    row = specs.FAMILY.target_rows[0]
+    all_specs = specs.FAMILY.specs(row)
     assert len(all_specs) == 8 * 2 * 2
     for p in all_specs:
         specs.FAMILY.validate_params(p)
-    b = specs.budget(specs.BUDGET_SPEC)
+    b = specs.budget(specs.BUDGET_SPEC, row)
     assert b.max_vgpr == 126 and b.exact_lds == 17408 == Geometry(64, 128, 64).lds_bytes
-    assert specs.budget({"heads": 128, "head_dim": 256, "page_size": 128}).exact_lds == 256 * (128 + 8)
-    assert len({plan.symbol(p) for p in all_specs}) == len(all_specs)
+    assert specs.budget({"heads": 128, "head_dim": 256, "page_size": 128}, row).exact_lds == 256 * (128 + 8)
+    assert len({geometry.symbol(p) for p in all_specs}) == len(all_specs)
 
 
 def _inputs(rows=3, heads=64, page=64):

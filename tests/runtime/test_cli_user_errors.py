@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from flyaot import __version__
-from flyaot.runtime import cli as runtime_cli
+from flyaot.runtime import commands as runtime_cli
 
 
 def flyaot(*args, env=None, timeout=300):

@@ -6,7 +6,7 @@ import pytest
 import torch
 from runtime_helpers import PROBE64, PROBE128, copy_store, make_config, read_manifest, write_manifest
 
-from flyaot.build_tools.specs import specs_from_misses
+from flyaot.build_tools.spec_list import specs_from_misses
 from flyaot.formats.manifest import Spec
 from flyaot.kernel_defs.probe import plan as probe
 from flyaot.runtime import jit

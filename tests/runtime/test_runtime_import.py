@@ -8,7 +8,7 @@ SCRIPT = textwrap.dedent("""
     import json, sys
     opened = []
     sys.addaudithook(lambda event, args: opened.append(str(args[0])) if event == "open" else None)
-    import flyaot, flyaot.runtime, flyaot.ops, flyaot.kernel_defs.validate
+    import flyaot, flyaot.runtime, flyaot.ops, flyaot.kernel_defs.tensor_checks
     mods = sorted(m for m in sys.modules if m.split(".")[0] in ("flydsl", "mlir", "_mlir")
                   or m.startswith("flyaot.build_tools") or "_mlir" in m)
     print(json.dumps({"mods": mods, "opened": [p for p in opened if p.endswith((".co", "manifest.json"))]}))

@@ -1,10 +1,10 @@
-"""kernel_defs.validate: the checks every plan.py runs before launching (property tests)."""
+"""kernel_defs.tensor_checks: the checks every plan.py runs before launching (property tests)."""
 import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flyaot.kernel_defs.validate import (E8M0, FP4X2, check_choice, check_device, check_float, check_int,
+from flyaot.kernel_defs.tensor_checks import (E8M0, FP4X2, check_choice, check_device, check_float, check_int,
                                          check_same_device, check_tensor)
 
 DTYPES = [torch.float32, torch.bfloat16, torch.float16, torch.uint8, torch.int32]

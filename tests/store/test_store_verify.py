@@ -15,7 +15,7 @@ from tests.support import run_build
 @pytest.fixture
 def run_cli(monkeypatch, capsys):
     """The runtime CLI in-process."""
-    from flyaot.runtime import cli
+    from flyaot.runtime import commands as cli
 
     def go(*args, env):
         for k, v in env.items():

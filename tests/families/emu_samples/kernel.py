@@ -20,7 +20,7 @@ from flydsl.expr import gpu, range_constexpr, rocdl
 from flydsl.expr.typing import Int32, T, Vector
 
 
-from .plan import BLOCKS
+from .geometry import BLOCKS, block
 
 
 def _ptr(p, ty, align):
@@ -233,5 +233,6 @@ _LAUNCHERS = {
 }
 
 
-def launcher(params):
+def launcher(params, target):
+    block(params, target)
     return _LAUNCHERS[params["kernel"]][0]

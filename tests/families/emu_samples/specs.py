@@ -4,7 +4,7 @@ One spec per kernel; `kernel` selects it (see kernel.py for what each one exerci
 """
 from ...targets import DEFAULT_TARGET
 from ..registry import Family, kernel_abi
-from . import plan
+from .geometry import KERNELS, block, symbol
 
 ABIS = {
     "mfma_bf16_16x16x32": kernel_abi("void* a, void* b, void* c, int32_t k"),
@@ -18,10 +18,10 @@ ABIS = {
 
 FAMILY = Family(
     name="emu_samples",
-    axes={"kernel": plan.KERNELS},
-    specs=lambda: [{"kernel": k} for k in plan.KERNELS],
-    symbol=plan.symbol,
-    block=plan.block,
+    axes={"kernel": KERNELS},
+    specs=lambda target: [{"kernel": k} for k in KERNELS],
+    symbol=symbol,
+    block=block,
     targets=(DEFAULT_TARGET,),
     abi=lambda params: ABIS[params["kernel"]],
     shipped=False,

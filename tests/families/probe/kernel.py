@@ -7,10 +7,10 @@ import flydsl.expr as fx
 from flydsl.expr import gpu
 from flydsl.expr.typing import Int32, T
 
-from . import plan
+from .geometry import symbol
 
 
-def launcher(params: dict):
+def launcher(params: dict, target):
     behavior = params["behavior"]
     if behavior == "abort":
         os.write(2, b"probe: simulated MLIR assertion failure\n")
@@ -20,7 +20,7 @@ def launcher(params: dict):
     if behavior == "hang":
         time.sleep(3600)
     block = params["block"]
-    name = plan.symbol(params)
+    name = symbol(params)
 
     @flyc.kernel(name=name)
     def probe_fill(out: fx.Pointer, n: Int32, value: fx.Float32):

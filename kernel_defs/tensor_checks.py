@@ -1,6 +1,7 @@
-"""Input validation for the families' plan.py: fail before anything is launched, naming the argument.
+"""The always-on input checks the families' inputs.py and plan.py build on: fail before anything is
+launched, naming the argument.
 
-Pure Python over torch (no flydsl, no GPU calls), so plan.py stays importable by build_tools and the
+Pure Python over torch (no flydsl, no GPU calls), so the plans stay importable by build_tools and the
 runtime alike. Conventions: not-a-tensor, wrong dtype and wrong Python type -> TypeError; wrong shape,
 stride, device, alignment, range or an unsupported combination -> ValueError.
 

@@ -10,7 +10,8 @@ from ..store import misses
 def enumerate_specs(families=None, *, include_unshipped=False, target=targets.DEFAULT_TARGET) -> list:
     """Every spec to build for `target`: of the families named (each must declare that target), else
     of every shipped family (`include_unshipped`: every family) that declares it."""
-    arch = targets.get(target).arch
+    row = targets.get(target)
+    arch = row.arch
     names = families or registry.family_names()
     out = []
     for name in names:
@@ -21,7 +22,7 @@ def enumerate_specs(families=None, *, include_unshipped=False, target=targets.DE
             if families:
                 raise ValueError(f"family {name} does not declare target {arch} (it declares {', '.join(fam.targets)})")
             continue
-        for params in fam.specs():
+        for params in fam.specs(row):
             fam.validate_params(params)
             out.append(Spec.make(name, params, arch))
     keys = [s.key for s in out]

@@ -1,6 +1,6 @@
 """Checked mode: the index and length VALUES the kernels follow, validated on the host.
 
-The always-on checks (validate.py, plan.py) look at shapes, strides, dtypes and pointers only, so they
+The always-on checks (tensor_checks.py, each family's inputs.py and plan.py) look at shapes, strides, dtypes and pointers only, so they
 cost no device round trip. These functions read tensor values, which means a host sync, and so cannot
 run while a CUDA/HIP graph is being captured; the ops call them only when checked mode is on
 (FLYAOT_CHECK=1). Each failure is a ValueError naming the argument, the offending index and its value.

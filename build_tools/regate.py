@@ -10,7 +10,7 @@ from .flydsl_compile import KernelBuild
 from ..store import verify as store_verify
 from ..store.index import Location
 from . import gates
-from .store import make_entry
+from .build_cache import make_entry
 
 
 def gate_problems(store, sid: str, entry: dict, data: bytes) -> list:
@@ -24,8 +24,8 @@ def gate_problems(store, sid: str, entry: dict, data: bytes) -> list:
     co = codeobject.parse(data)
     params = spec.param_dict
     kb = KernelBuild.from_entry(entry, data)
-    problems = gates.check(co, target=target, symbol=fam.symbol(params), block=tuple(fam.block(params)), traced_block=kb.block,
-                           arg_ctypes=kb.arg_ctypes, budget=fam.budget(params))
+    problems = gates.check(co, target=target, symbol=fam.symbol(params), block=tuple(fam.block(params, target)),
+                           traced_block=kb.block, arg_ctypes=kb.arg_ctypes, budget=fam.budget(params, target))
     if make_entry(spec, sid, kb, co) != entry:
         problems.append("manifest entry disagrees with the code object's metadata")
     return problems
