@@ -232,3 +232,52 @@ def test_flyaot_ops_stay_strict(recorded):
         pa_mqa_logits_fp4(*a, parallel_unit_num=4, cta_info=torch.zeros(4, 4, dtype=torch.int32), total_ctas=4)
     pa_mqa_logits_fp4(*a, block_k=512, num_warps=4)
     assert recorded[-1].params["block_k"] == 512 and recorded[-1].params["num_warps"] == 4
+
+
+# ------------------------------------------------------------------------ stream= and out=
+
+class _HandleOwner:
+    """A stream object of another library: upstream's launcher takes anything with an int cuda_stream."""
+    cuda_stream = 7
+
+
+@pytest.mark.parametrize("stream", ["0", object(), 1.5, -1, True], ids=["str", "object", "float", "-1", "bool"])
+def test_mqa_ops_refuse_what_upstreams_launcher_refuses(recorded, stream):
+    a = decode_args(1, 64)
+    tensors, windows = prefill_args(64)
+    with pytest.raises(ValueError, match="^stream: expected None, a torch stream"):
+        aiter.flydsl_pa_mqa_logits_fp4(*a, stream=stream)
+    with pytest.raises(ValueError, match="^stream: expected None, a torch stream"):
+        aiter.flydsl_pa_mqa_logits_fp4_prefill(*tensors, *windows, MSL, stream=stream)
+    with pytest.raises(ValueError, match="^stream: expected None, a torch stream"):
+        aiter.flydsl_pa_mqa_logits_fp4_varqlen(*tensors, MSL, windows=windows, stream=stream)
+
+
+@pytest.mark.parametrize("stream", [0, 12345, _HandleOwner()], ids=["0", "handle", "cuda_stream"])
+def test_mqa_ops_take_a_raw_handle_as_upstream(recorded, caplog, stream):
+    """A raw handle (or an object holding one) is accepted; with CPU tensors the emulator runs in order,
+    so it is ignored with a debug line."""
+    caplog.set_level(logging.DEBUG, logger="flyaot.compat.aiter")
+    aiter.flydsl_pa_mqa_logits_fp4(*decode_args(1, 64), stream=stream)
+    assert "ignored: CPU tensors run on the emulator" in caplog.text and recorded
+
+
+@pytest.mark.parametrize("stream", ["0", object(), 12345], ids=["str", "object", "int"])
+def test_gemm_takes_only_torch_streams(recorded, stream):
+    """Upstream's GEMM reads stream.device (a raw handle has none); here that is a TypeError naming it."""
+    from flyaot.kernel_defs.gemm_a16wfp4.reference import random_weight
+    w, s = random_weight(256, 256, generator=torch.Generator().manual_seed(3))
+    p = aiter.prepare_gemm_a16wfp4_weight(w, s)
+    a = torch.randn(2, 256).to(torch.bfloat16)
+    cfg = aiter.DenseGemmConfig(16, 256, 256, 1, None)
+    for kw in ({}, {"config": cfg}):
+        with pytest.raises(TypeError, match="^stream: expected a torch stream"):
+            aiter.flydsl_gemm_a16wfp4(a, p, stream=stream, **kw)
+
+
+@pytest.mark.parametrize("count", [2, 4])
+def test_varqlen_windows_out_of_the_wrong_length_names_out(count):
+    cu, ctx = torch.tensor([0, 2, 3], dtype=torch.int32), torch.tensor([200, 90], dtype=torch.int32)
+    bufs = tuple(torch.empty(3, dtype=torch.int32) for _ in range(count))
+    with pytest.raises(ValueError, match=f"^out: expected three int32 buffers .*got {count} items"):
+        aiter.compute_varqlen_windows(cu, ctx, 3, out=bufs)
