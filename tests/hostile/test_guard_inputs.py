@@ -258,3 +258,22 @@ def test_windows_of_the_wrong_length_name_the_argument(no_launch, count):
     with pytest.raises(ValueError, match=f"^windows: expected three int32 tensors .*got {count} items"):
         prefill.pa_mqa_logits_fp4_varqlen(p["q_fp4"], p["q_scale"], p["kv_cache"], p["kv_scale"], p["block_tables"],
                                           p["weights"], MSL, windows=bufs)
+
+
+# --- meta tensors --------------------------------------------------------------------------------------
+
+def _on_meta(inputs: dict) -> dict:
+    return {k: v.to("meta") for k, v in inputs.items()}
+
+
+def test_meta_tensors_are_refused_as_meta_not_as_overlap(no_launch):
+    """Every data_ptr() of a meta tensor is 0, which an overlap check would read as aliasing."""
+    with pytest.raises(ValueError, match="^out: on the meta device; meta tensors cannot be launched"):
+        run_decode(_on_meta(decode_inputs()), out=torch.empty(2, MSL, device="meta"))
+    with pytest.raises(ValueError, match="^out: on the meta device; meta tensors cannot be launched"):
+        run_prefill(_on_meta(prefill_inputs()), out=torch.empty(3, MSL, device="meta"))
+    w = prepared_weight()
+    meta_w = PreparedMXFP4Weight(w.weight.to("meta"), w.scales.to("meta"), w.n, w.k, fused=True)
+    with pytest.raises(ValueError, match="^out: on the meta device; meta tensors cannot be launched"):
+        gemm.gemm_a16wfp4(torch.empty(2, w.k, dtype=torch.bfloat16, device="meta"), meta_w,
+                          out=torch.empty(2, w.n, dtype=torch.bfloat16, device="meta"))
