@@ -15,7 +15,8 @@ AssertionError that is also a ValueError). Upstream's rules, in its order:
   both are needed (ValueError); parallel_unit_num None is total_q * ceil(max_seq_len / block_k).
 - every kernel (upstream_tile): block_k's 16-token tiles split evenly over num_warps, kv_block_size a
   multiple of 16 dividing block_k (asserts), and each wave gets exactly four tiles (block_k = 64 *
-  num_warps: an assert, or a ValueError when a wave's tiles would span more than one page).
+  num_warps: an assert, or a ValueError when a wave's tiles would span more than one page; upstream's
+  prefill kernel aborts the process for any wave of more than four tiles, refused here as decode's).
 Differences a caller can observe:
 - The knobs upstream passes by default (block_k=256, num_warps=4, parallel_unit_num=None, or 512 for
   prefill) are hints: flyaot picks its fastest kernel for them. Other values and external schedules

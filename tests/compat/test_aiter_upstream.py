@@ -115,20 +115,32 @@ print("VERDICTS", json.dumps(verdicts))
 TILES = [(256, 4, 64), (128, 2, 64), (512, 4, 64), (256, 8, 64), (128, 4, 64), (512, 4, 128), (256, 4, 128)]
 
 
-@pytest.mark.slow
-def test_tile_rule_is_what_upstreams_kernels_compile():
-    """Upstream's decode and prefill kernels compiled (not launched) for tiles on both sides of the rule:
-    the verdict of its builder and tracer is test_aiter_knob_rules.tile_verdict's."""
+def _compile(cases):
     import json
     import subprocess
     import sys
-    from test_aiter_knob_rules import tile_verdict
     repo = pathlib.Path(__file__).resolve().parents[2]
-    cases = [(kind, *t) for kind in ("decode", "prefill") for t in TILES]
     run = subprocess.run([sys.executable, "-c", _COMPILE, str(ROOT), json.dumps(cases)], cwd=repo,
                          capture_output=True, text=True, timeout=1500)
     line = [ln for ln in run.stdout.splitlines() if ln.startswith("VERDICTS ")]
-    assert line, run.stdout[-2000:] + run.stderr[-4000:]
-    got = json.loads(line[0].split(" ", 1)[1])
-    want = [None if tile_verdict(*c[1:]) is None else tile_verdict(*c[1:]).__name__ for c in cases]
-    assert list(zip(cases, got)) == list(zip(cases, want))
+    return (json.loads(line[0].split(" ", 1)[1]) if line else None), run
+
+
+@pytest.mark.slow
+def test_tile_rule_is_what_upstreams_kernels_compile():
+    """Upstream's decode and prefill kernels compiled (not launched) for tiles on both sides of the rule:
+    the verdict of its builder and tracer is test_aiter_knob_rules.tile_verdict's. Where a wave would get
+    more than four tiles upstream's prefill kernel aborts the whole process inside MLIR (no exception to
+    match); compat refuses those with the decode kernel's verdict."""
+    from test_aiter_knob_rules import tile_verdict
+    cases = [(kind, *t) for kind in ("decode", "prefill") for t in TILES]
+    aborts = [c for c in cases if c[0] == "prefill" and c[1] // 16 // c[2] > 4]
+    compiled = [c for c in cases if c not in aborts]
+    got, run = _compile(compiled)
+    assert got is not None, run.stdout[-2000:] + run.stderr[-4000:]
+    want = [None if tile_verdict(*c[1:]) is None else tile_verdict(*c[1:]).__name__ for c in compiled]
+    assert list(zip(compiled, got)) == list(zip(compiled, want))
+    for case in aborts:
+        assert tile_verdict(*case[1:]) is not None
+        got, run = _compile([case])
+        assert got is None and run.returncode != 0 and "opselB" in run.stdout + run.stderr, case
