@@ -2,10 +2,29 @@
 
 A consumer switches by changing `from aiter.ops.flydsl import X` (or the kernel module it names) to
 `from flyaot.compat.aiter import X`: the names, positional orders, keyword defaults and return values
-are upstream's. Differences a caller can observe:
+are upstream's. Knob combinations follow upstream's rules: what its functions accept is accepted
+(where upstream ignores a knob it is ignored here, with a debug log line), what they refuse is
+refused with the same exception type (an `assert` of upstream's is UpstreamAssertionError, an
+AssertionError that is also a ValueError). Upstream's rules, in its order:
+- decode: next_n must match q_fp4; cta_info and total_ctas come together; an external schedule
+  ignores parallel_unit_num; the internal one needs parallel_unit_num (default B * next_n *
+  ceil(max_seq_len / block_k)) a multiple of next_n with parallel_unit_num // next_n >= B (ValueError).
+- prefill: cta_info and n_ctas come together; an external schedule ignores parallel_unit_num; the
+  internal one needs an int parallel_unit_num >= the row count (an assert; None is a TypeError).
+- varqlen: windows= wins over cu_seq_q / context_lens (ignored when both are given); without windows
+  both are needed (ValueError); parallel_unit_num None is total_q * ceil(max_seq_len / block_k).
+- every kernel (upstream_tile): block_k's 16-token tiles split evenly over num_warps, kv_block_size a
+  multiple of 16 dividing block_k (asserts), and each wave gets exactly four tiles (block_k = 64 *
+  num_warps: an assert, or a ValueError when a wave's tiles would span more than one page; upstream's
+  prefill kernel aborts the process for any wave of more than four tiles, refused here as decode's).
+Differences a caller can observe:
 - The knobs upstream passes by default (block_k=256, num_warps=4, parallel_unit_num=None, or 512 for
   prefill) are hints: flyaot picks its fastest kernel for them. Other values and external schedules
   are binding (see flyaot.ops.pa_mqa_logits_fp4 / pa_mqa_logits_fp4_prefill).
+- kv_block_size must equal kv_cache's page size (upstream reads a mismatched cache with the wrong
+  strides); `stream=` is what upstream's launcher takes (None, a torch stream, an object with an int
+  `cuda_stream`, a raw handle), but a negative handle is refused and with CPU tensors a handle is
+  ignored (the emulator runs in order). The GEMM takes a torch stream of a's device, as upstream.
 - block_tables' width is a runtime argument (no compile per width); next_n up to 16.
 - CPU tensors run on flyaot's gfx950 emulator.
 - compute_prefill_schedule builds upstream's one-row-per-CTA table (CTA_INFO_WIDTH = 6 ints); the
@@ -18,6 +37,7 @@ are upstream's. Differences a caller can observe:
 - A16WFP4: `config` names a tile of flyaot's kernels (a16wfp4_config_legal says which), and
   waves_per_eu is ignored (an occupancy hint these kernels do not take).
 """
+import logging
 from dataclasses import dataclass
 from typing import NamedTuple, Optional
 
@@ -36,6 +56,7 @@ from ..kernel_defs.tensor_checks import check_int as _check_int
 from ..kernel_defs.tensor_checks import check_tensor as _check_tensor
 from ..ops._torch_ops import dispatch_modes as _dispatch_modes
 from ..ops._torch_ops import is_compiling as _is_compiling
+from ..ops._torch_ops import launch_stream as _launch_stream
 from ..ops._torch_ops import on_stream as _on_stream
 
 __all__ = ["CTA_INFO_WIDTH", "DenseGemmConfig", "PreshuffledA16WFP4Weight", "a16wfp4_config_legal",
@@ -43,11 +64,74 @@ __all__ = ["CTA_INFO_WIDTH", "DenseGemmConfig", "PreshuffledA16WFP4Weight", "a16
            "compute_varqlen_windows", "deepgemm_fp8_paged_mqa_logits",
            "deepgemm_fp8_paged_mqa_logits_schedule", "flydsl_gemm_a16wfp4", "flydsl_pa_mqa_logits_fp4",
            "flydsl_pa_mqa_logits_fp4_prefill", "flydsl_pa_mqa_logits_fp4_varqlen", "fp8_mqa_logits",
-           "is_flydsl_available",
-           "prepare_gemm_a16wfp4_weight"]
+           "is_flydsl_available", "prepare_gemm_a16wfp4_weight", "upstream_tile", "UpstreamAssertionError"]
+
+log = logging.getLogger(__name__)
 
 CTA_INFO_WIDTH = ROW_INFO_INTS
 _DECODE_INFO_WIDTH = 4
+_PREFILL_DEFAULT_UNITS = 512      # upstream's prefill default for parallel_unit_num
+_TILE = 16                        # tokens of one MFMA tile: upstream's kernels split a chunk into these
+_WAVE_TILES = 4                   # tiles per wave and chunk that upstream's kernels are written for
+
+
+class UpstreamAssertionError(ValueError, AssertionError):
+    """A call upstream refuses with an `assert` statement: both types, so a caller's `except
+    AssertionError` (upstream's) and `except ValueError` (flyaot's convention) both catch it."""
+
+
+def upstream_tile(block_k, num_warps, kv_block_size) -> None:
+    """Upstream's kernel rules for (block_k, num_warps, kv_block_size), checked in its order (its kernel
+    builder, then its tracer). Every tile that passes is one flyaot's kernels run too."""
+    _check_int("block_k", block_k, lo=1)
+    _check_int("num_warps", num_warps, lo=1)
+    _check_int("kv_block_size", kv_block_size, lo=1)
+    tiles = block_k // _TILE
+    if tiles % num_warps:
+        raise UpstreamAssertionError(f"block_k={block_k}: its {tiles} {_TILE}-token tiles do not split evenly over "
+                                     f"num_warps={num_warps}")
+    if kv_block_size % _TILE:
+        raise UpstreamAssertionError(f"kv_block_size={kv_block_size} must be a multiple of {_TILE}")
+    if block_k % kv_block_size:
+        raise UpstreamAssertionError(f"block_k={block_k} must be a multiple of kv_block_size={kv_block_size}")
+    per_wave = tiles // num_warps
+    if per_wave > kv_block_size // _TILE:
+        raise ValueError(f"block_k={block_k}, num_warps={num_warps}: a wave's {per_wave} tiles span more than one "
+                         f"page of kv_block_size={kv_block_size} (upstream's kernels need block_k = "
+                         f"{_WAVE_TILES * _TILE} * num_warps)")
+    if per_wave != _WAVE_TILES:
+        raise UpstreamAssertionError(f"block_k={block_k}, num_warps={num_warps}: upstream's kernels need block_k = "
+                                     f"{_WAVE_TILES * _TILE} * num_warps ({_WAVE_TILES} tiles per wave)")
+
+
+def _kernel_stream(stream, like):
+    """`stream=` of the MQA ops as upstream's launcher takes it: None, a torch stream (checked by the op),
+    an object with an int `cuda_stream`, or a raw handle (int >= 0; with CPU tensors, which the emulator
+    runs in order, a handle is ignored). Anything else is upstream's ValueError."""
+    if stream is None or isinstance(stream, (torch.cuda.Stream, torch.Stream)):
+        return stream
+    handle = getattr(stream, "cuda_stream", stream)
+    if isinstance(handle, bool) or not isinstance(handle, int) or handle < 0:
+        raise ValueError(f"stream: expected None, a torch stream, an object with an int cuda_stream or a raw stream "
+                         f"handle (an int >= 0), got {type(stream).__name__} {stream!r:.60}")
+    if not isinstance(like, torch.Tensor) or like.device.type != "cuda":
+        log.debug("stream handle 0x%x ignored: CPU tensors run on the emulator, in order", handle)
+        return None
+    return torch.cuda.ExternalStream(handle, device=like.device)
+
+
+def _internal_units(op: str, parallel_unit_num, rows):
+    """An internal prefill schedule's parallel_unit_num by upstream's rule (an int >= rows, asserted);
+    what the flyaot op takes (None: its own slot count, for no rows)."""
+    _check_int("parallel_unit_num", parallel_unit_num)
+    if rows is not None and parallel_unit_num < rows:
+        raise UpstreamAssertionError(f"{op}: parallel_unit_num={parallel_unit_num} < rows={rows} would drop rows; "
+                                     f"pass parallel_unit_num >= the number of rows")
+    return parallel_unit_num if parallel_unit_num >= 1 else None
+
+
+def _ignored(op: str, what: str, why: str):
+    log.debug("%s: %s ignored: %s (as upstream)", op, what, why)
 
 
 def is_flydsl_available(device=None) -> bool:
@@ -70,6 +154,12 @@ def flydsl_pa_mqa_logits_fp4(q_fp4, q_scale, kv_cache, kv_scale, block_tables, w
                              parallel_unit_num=None, out=None, cta_info=None, total_ctas=None, stream=None):
     """Decode logits [B * next_n, max_seq_len] f32. With an external schedule (cta_info, total_ctas) and
     `out`, `out` is not filled with -inf here (the caller pre-fills it); otherwise it is."""
+    upstream_tile(block_k, num_warps, kv_block_size)
+    if parallel_unit_num is not None and cta_info is not None and total_ctas is not None:
+        _ignored("flydsl_pa_mqa_logits_fp4", f"parallel_unit_num={parallel_unit_num!r}",
+                 "the external schedule (cta_info, total_ctas) sets the grid")
+        parallel_unit_num = None
+    stream = _kernel_stream(stream, q_fp4)
     return _ops.pa_mqa_logits_fp4(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, context_lens,
                                   max_seq_len, weight_scale=weight_scale, next_n=next_n, block_k=block_k,
                                   kv_block_size=kv_block_size, num_warps=num_warps,
@@ -122,7 +212,7 @@ def compute_prefill_schedule(row_to_batch, local_starts, local_ends, block_k, pa
         raise ValueError("compute_prefill_schedule: needs at least one row")
     _check_int("block_k", block_k, lo=1)
     _check_int("max_seq_len", max_seq_len, lo=0)
-    units = _check_int("parallel_unit_num", parallel_unit_num, lo=rows)
+    units = _internal_units("compute_prefill_schedule", parallel_unit_num, rows)
     target = _pooled_rows(cta_info_out, CTA_INFO_WIDTH, units, local_ends)
     safe, info, plan = _runs_schedule.rows_plan(row_to_batch, local_starts, local_ends, block_k=block_k, slots=units,
                                                 max_seq_len=max_seq_len, out=target)
@@ -137,6 +227,19 @@ def flydsl_pa_mqa_logits_fp4_prefill(q_fp4, q_scale, kv_cache, kv_scale, block_t
     """Ragged prefill logits [T, max_seq_len] f32: row r scores [local_starts[r], local_ends[r]) of batch
     row_to_batch[r]. `cta_info` may be upstream's 6-int table (compute_prefill_schedule or a caller's own
     builder of that format; its first n_ctas slots run) or flyaot's 8-int one."""
+    op = "flydsl_pa_mqa_logits_fp4_prefill"
+    if (cta_info is None) != (n_ctas is None):
+        raise ValueError(f"{op}: pass both cta_info and n_ctas, or neither")
+    if cta_info is None:
+        rows = local_ends.shape[0] if isinstance(local_ends, torch.Tensor) and local_ends.dim() else None
+        parallel_unit_num = _internal_units(op, parallel_unit_num, rows)
+    else:
+        if parallel_unit_num not in (None, _PREFILL_DEFAULT_UNITS):
+            _ignored(op, f"parallel_unit_num={parallel_unit_num!r}", "the external schedule (cta_info, n_ctas) "
+                     "sets the grid")
+        parallel_unit_num = None
+    upstream_tile(block_k, num_warps, kv_block_size)
+    stream = _kernel_stream(stream, q_fp4)
     return _ops.pa_mqa_logits_fp4_prefill(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, row_to_batch,
                                           local_starts, local_ends, max_seq_len, weight_scale=weight_scale,
                                           block_k=block_k, kv_block_size=kv_block_size, num_warps=num_warps,
@@ -150,6 +253,9 @@ def compute_varqlen_windows(cu_seq_q, context_lens, total_q, *, out=None):
     if out is None:
         return _ops.compute_varqlen_windows(cu_seq_q, context_lens, total_q)
     _check_int("total_q", total_q, lo=0)
+    if not isinstance(out, (tuple, list)) or len(out) != 3:
+        got = f"{len(out)} items" if isinstance(out, (tuple, list)) else type(out).__name__
+        raise ValueError(f"out: expected three int32 buffers (row_to_batch, local_starts, local_ends), got {got}")
     out = tuple(out)
     for name, t in zip(("row_to_batch", "local_starts", "local_ends"), out):
         _check_tensor(f"out ({name})", t, dtype=torch.int32, ndim=1)
@@ -164,7 +270,21 @@ def flydsl_pa_mqa_logits_fp4_varqlen(q_fp4, q_scale, kv_cache, kv_scale, block_t
                                      block_k=256, kv_block_size=64, num_warps=4, parallel_unit_num=None, out=None,
                                      cta_info=None, n_ctas=None, stream=None):
     """Per-batch variable qlen logits [total_q, max_seq_len] f32: pass `windows` (compute_varqlen_windows)
-    or cu_seq_q + context_lens."""
+    or cu_seq_q + context_lens (with windows, they are ignored)."""
+    op = "flydsl_pa_mqa_logits_fp4_varqlen"
+    if windows is not None and (cu_seq_q is not None or context_lens is not None):
+        _ignored(op, "cu_seq_q / context_lens", "windows= gives the rows")
+        cu_seq_q = context_lens = None
+    if cta_info is None and n_ctas is None and parallel_unit_num is not None:
+        rows = q_fp4.shape[0] if isinstance(q_fp4, torch.Tensor) and q_fp4.dim() else None
+        parallel_unit_num = _internal_units(op, parallel_unit_num, rows)
+    elif cta_info is not None and n_ctas is not None:
+        if parallel_unit_num is not None:
+            _ignored(op, f"parallel_unit_num={parallel_unit_num!r}", "the external schedule (cta_info, n_ctas) "
+                     "sets the grid")
+        parallel_unit_num = None
+    upstream_tile(block_k, num_warps, kv_block_size)
+    stream = _kernel_stream(stream, q_fp4)
     return _ops.pa_mqa_logits_fp4_varqlen(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, max_seq_len,
                                           cu_seq_q=cu_seq_q, context_lens=context_lens, windows=windows,
                                           weight_scale=weight_scale, block_k=block_k, kv_block_size=kv_block_size,
@@ -267,6 +387,7 @@ def flydsl_gemm_a16wfp4(a, prepared_weight, *, out=None, stream=None, config=Non
     if _is_compiling() or _dispatch_modes():
         raise TypeError("flydsl_gemm_a16wfp4: config= is eager only; under torch.compile the op picks the tile")
     params = _configs.from_tile(w.n, w.k, config.block_m, config.tile_n, config.tile_k, config.k_wave)
+    stream = _launch_stream(stream, a)
     with _on_stream(stream):
         if out is None:
             _gemm_plan.check_x(a, w.k)

@@ -149,8 +149,12 @@ def check_no_overlap(out_name: str, out, **inputs) -> None:
     """`out` shares no byte with any named input (None values skipped): a kernel writing `out` while it
     reads an input it overlaps computes garbage. Conservative: byte ranges, not exact element sets, so
     two interleaved views of one buffer count as overlapping. Host metadata only, no sync; an input
-    starting past the end of `out` costs one data_ptr(), a contiguous one ending before it three calls."""
+    starting past the end of `out` costs one data_ptr(), a contiguous one ending before it three calls.
+    A meta tensor is refused before any comparison: it holds no memory (its data_ptr() is 0, which
+    would read as an overlap), so it cannot be launched; a real allocation never starts at 0."""
     lo = out.data_ptr()
+    if not lo:
+        _refuse_meta(out_name, out)
     hi = lo + out.nbytes if out.is_contiguous() else _end(out)
     if hi == lo:                  # empty: shares no byte
         return
@@ -158,12 +162,19 @@ def check_no_overlap(out_name: str, out, **inputs) -> None:
         if t is None:
             continue
         start = t.data_ptr()
+        if not start:
+            _refuse_meta(name, t)
         if start >= hi:
             continue
         end = start + t.nbytes if t.is_contiguous() else _end(t)
         if end > lo and t.numel():
             raise ValueError(f"{out_name}: its memory overlaps {name} (bytes 0x{lo:x}-0x{hi:x} and "
                              f"0x{start:x}-0x{end:x}); an output must not alias an input")
+
+
+def _refuse_meta(name: str, t) -> None:
+    if t.is_meta:
+        raise ValueError(f"{name}: on the meta device; meta tensors cannot be launched (they hold no memory)")
 
 
 def check_rows_disjoint(name: str, t) -> None:

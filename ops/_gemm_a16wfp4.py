@@ -17,7 +17,7 @@ from ..kernel_defs.gemm_a16wfp4.layout import PreparedMXFP4Weight
 from ..kernel_defs.gemm_a16wfp4.reference import decode_weight
 from ..kernel_defs.tensor_checks import E8M0, FP4X2, check_same_device, check_tensor
 from ._hints import GEMM, add_hint
-from ._torch_ops import dispatch_modes as _dispatch_modes, is_compiling as _is_compiling, on_stream, traced_op
+from ._torch_ops import dispatch_modes as _dispatch_modes, is_compiling as _is_compiling, launch_stream, on_stream, traced_op
 
 log = logging.getLogger(__name__)
 
@@ -98,14 +98,15 @@ def gemm_a16wfp4(x: torch.Tensor, weight: PreparedMXFP4Weight, out=None, *, fuse
     accumulated in fp32. Returns `out` (allocated when None). `out` must not overlap x, the weight's
     tensors nor itself (row stride >= N); a hand-built PreparedMXFP4Weight must hold tensors of the
     shapes its n and k promise (both checked on every call, from metadata only). M=0 returns [0, N].
-    `stream`: the stream to launch on (default: torch's current stream of x's device). Layouts:
-    docs/families/gemm_a16wfp4.md#formats (`prepare_mxfp4_weight` makes the fused one).
+    `stream`: the stream to launch on, a torch stream on x's device (default: torch's current stream).
+    Layouts: docs/families/gemm_a16wfp4.md#formats (`prepare_mxfp4_weight` makes the fused one).
 
     Under torch.compile (or a dispatch mode) a fused weight runs torch.ops.flyaot.gemm_a16wfp4 (or
     gemm_a16wfp4_out with `out`) on the prepared tensors; the fallback is traced as torch ops."""
     if not isinstance(weight, PreparedMXFP4Weight):
         raise TypeError(f"weight: expected the result of prepare_mxfp4_weight, got {type(weight).__name__}")
     gemm_plan.check_weight(weight)
+    stream = launch_stream(stream, x)
     if not weight.fused:
         if fused_only:
             raise ValueError(f"weight: N={weight.n}, K={weight.k} has no fused kernel (needs multiples of "

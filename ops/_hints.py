@@ -1,6 +1,6 @@
 """What an op's input error adds: the public builder (`flyaot.inputs`) that makes the layout the op
 expected, and the doc section that describes it. Keyed by the argument an error names (its first word,
-as every check of kernel_defs/validate.py writes "<argument>: ...")."""
+as every check of kernel_defs/tensor_checks.py writes "<argument>: ...")."""
 
 _Q = "flyaot.inputs.quantize_q(q) makes (q_fp4, q_scale) from q [..., H, D] (docs/families/mqa_decode.md#formats)"
 _KV = ("flyaot.inputs.paged_kv(keys, page_size) or pack_kv_pages(values, scales) makes the page layout "

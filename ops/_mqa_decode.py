@@ -7,7 +7,7 @@ from .. import runtime
 from ..kernel_defs.mqa_decode import plan as P
 from ..kernel_defs.mqa_runs_schedule.plan import varctx_plan
 from ._hints import MQA, add_hint
-from ._torch_ops import on_stream, traced_op
+from ._torch_ops import launch_stream, on_stream, traced_op
 
 
 def _fake(q_fp4, max_seq_len, next_n, **_):
@@ -56,8 +56,10 @@ def pa_mqa_logits_fp4(q_fp4: torch.Tensor, q_scale: torch.Tensor, kv_cache: torc
     (quantize_q, paged_kv, lengths).
 
     Under torch.compile (or a dispatch mode) the call is torch.ops.flyaot.pa_mqa_logits_fp4, or
-    pa_mqa_logits_fp4_out with `out`; `stream` must then be None.
+    pa_mqa_logits_fp4_out with `out`; `stream` must then be None. Eager, `stream` is None (torch's
+    current stream) or a torch stream on the inputs' device.
     """
+    stream = launch_stream(stream, q_fp4)
     with on_stream(stream):
         try:
             out, plans = P.plan_call(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, context_lens,

@@ -18,7 +18,7 @@ from ..kernel_defs.mqa_prefill.geometry import CTA_INFO_INTS
 from ..kernel_defs.mqa_prefill_meta import plan as _meta
 from ..kernel_defs.tensor_checks import check_int, check_no_overlap, check_tensor
 from ._hints import MQA, add_hint
-from ._torch_ops import on_stream, traced_op
+from ._torch_ops import launch_stream, on_stream, traced_op
 
 __all__ = ["pa_mqa_logits_fp4_prefill", "pa_mqa_logits_fp4_varqlen", "compute_prefill_schedule",
            "compute_varqlen_windows"]
@@ -87,6 +87,7 @@ def compute_varqlen_windows(cu_seq_q: torch.Tensor, context_lens: torch.Tensor, 
     check_tensor("context_lens", context_lens, dtype=torch.int32, ndim=1)
     check_tensor("cu_seq_q", cu_seq_q, dtype=torch.int32, shape=(context_lens.shape[0] + 1,), device=context_lens)
     if out is not None:
+        out = _three_buffers("out", out)
         _plan.check_windows(total_q, context_lens.device, row_to_batch=out[0], local_starts=out[1],
                             local_ends=out[2])
         inputs = {"cu_seq_q": cu_seq_q, "context_lens": context_lens}
@@ -100,6 +101,15 @@ def compute_varqlen_windows(cu_seq_q: torch.Tensor, context_lens: torch.Tensor, 
     if total_q:
         runtime.launch(_meta.windows(cu_seq_q, context_lens, out))
     return tuple(out)
+
+
+def _three_buffers(name: str, value) -> tuple:
+    """Windows as a sequence of exactly three tensors (row_to_batch, local_starts, local_ends), else a
+    ValueError naming the argument."""
+    if not isinstance(value, (tuple, list)) or len(value) != 3:
+        got = f"{len(value)} items" if isinstance(value, (tuple, list)) else type(value).__name__
+        raise ValueError(f"{name}: expected three int32 tensors (row_to_batch, local_starts, local_ends), got {got}")
+    return tuple(value)
 
 
 def _prefill_fake(q_fp4, max_seq_len, **_):
@@ -128,10 +138,12 @@ def pa_mqa_logits_fp4_prefill(q_fp4: torch.Tensor, q_scale: torch.Tensor, kv_cac
     not overlap any input nor itself (row stride >= max_seq_len). No batch (block_tables with 0 rows),
     no rows or max_seq_len 0: the all -inf result, nothing launched. Index values (row_to_batch, windows
     inside the block table, table entries, cta_info) are validated only in checked mode (FLYAOT_CHECK=1,
-    one host sync, not under graph capture).
+    one host sync, not under graph capture). Eager, `stream` is None (torch's current stream) or a torch
+    stream on the inputs' device.
 
     Layouts: docs/families/mqa_prefill.md#formats (Q [T, ...], the KV pages of decode); flyaot.inputs
     builds them from natural tensors (quantize_q, paged_kv, causal_windows)."""
+    stream = launch_stream(stream, q_fp4)
     with on_stream(stream):
         try:
             out, plans = _plan.plan_call(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, row_to_batch,
@@ -161,17 +173,24 @@ def pa_mqa_logits_fp4_varqlen(q_fp4: torch.Tensor, q_scale: torch.Tensor, kv_cac
                               parallel_unit_num: Optional[int] = None, out=None,
                               cta_info: Optional[torch.Tensor] = None, n_ctas: Optional[int] = None, stream=None):
     """Per-batch variable qlen (MTP / chunked prefill tail): row n of batch b sees t <= ctx_b - qlen_b + n.
-    Pass `windows` (from compute_varqlen_windows, reusable) or `cu_seq_q` + `context_lens`
+    Pass `windows` (from compute_varqlen_windows, reusable) or `cu_seq_q` + `context_lens`, not both
     (flyaot.inputs.cu_seqlens, lengths; layouts: docs/families/mqa_prefill.md#formats). Under
     torch.compile (or a dispatch mode), cu_seq_q + context_lens go to the op of the same name (or its
-    `_out` variant); `windows` go to the prefill op."""
+    `_out` variant); `windows` go to the prefill op. The windows built here run on `stream` too."""
     if windows is None:
         if cu_seq_q is None or context_lens is None:
             raise ValueError("pa_mqa_logits_fp4_varqlen: pass windows=(row_to_batch, local_starts, local_ends) "
                              "or both cu_seq_q and context_lens")
         if not isinstance(q_fp4, torch.Tensor):
             raise TypeError(f"q_fp4: expected a torch.Tensor, got {type(q_fp4).__name__}")
-        windows = compute_varqlen_windows(cu_seq_q, context_lens, q_fp4.shape[0])
+        stream = launch_stream(stream, q_fp4)
+        with on_stream(stream):
+            windows = compute_varqlen_windows(cu_seq_q, context_lens, q_fp4.shape[0])
+    elif cu_seq_q is not None or context_lens is not None:
+        raise ValueError("pa_mqa_logits_fp4_varqlen: windows= and cu_seq_q/context_lens describe the rows twice; "
+                         "pass one of them")
+    else:
+        windows = _three_buffers("windows", windows)
     row_to_batch, local_starts, local_ends = windows
     return pa_mqa_logits_fp4_prefill(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, row_to_batch,
                                      local_starts, local_ends, max_seq_len, weight_scale=weight_scale,

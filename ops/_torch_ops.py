@@ -181,9 +181,30 @@ def _router(fn, sig, sources, expand, out, several_outs, functional, with_out, r
 _NO_STREAM = contextlib.nullcontext()
 
 
+def launch_stream(stream, like):
+    """The `stream=` of a public op, checked before anything runs: None (torch's current stream) or a
+    torch stream on the device of `like` (the op's first tensor; when it is not a tensor the op's input
+    checks name it). A raw handle, or anything else, is a TypeError: an int cannot be told from a
+    mistake, and a wrong one would be launched on. Returns the stream as a torch.cuda.Stream on a GPU."""
+    if stream is None:
+        return None
+    if not isinstance(stream, (torch.cuda.Stream, torch.Stream)):
+        raise TypeError(f"stream: expected a torch stream (torch.cuda.Stream) or None, got "
+                        f"{type(stream).__name__} {stream!r:.60}")
+    device = stream.device
+    if isinstance(like, torch.Tensor) and device != like.device:
+        raise ValueError(f"stream: on {device}, but the inputs are on {like.device}")
+    if device.type == "cuda" and not isinstance(stream, torch.cuda.Stream):
+        # a device-generic torch.Stream (torch.accelerator): the launcher reads the raw cuda_stream
+        stream = torch.cuda.Stream(stream_id=stream.stream_id, device_index=stream.device_index,
+                                   device_type=stream.device_type)
+    return stream
+
+
 def on_stream(stream):
-    """Makes a torch `stream` current for an op's own torch work (schedule, -inf fill) so that it is
-    ordered before the kernel launched on that stream; nothing to do for None or a raw handle."""
-    if stream is None or isinstance(stream, int):
+    """Makes a checked `stream` (launch_stream) current for an op's own torch work (schedule, -inf fill)
+    so that it is ordered before the kernel launched on that stream; nothing to do for None or a CPU
+    stream (the emulator runs in order)."""
+    if stream is None or stream.device.type != "cuda":
         return _NO_STREAM
     return torch.cuda.stream(stream)

@@ -277,7 +277,7 @@ def _windows_kernel(name: str):
         end = fx.max(end, Int64(0))
         inside = (r < _load(cu_rs, nb)) & (nb > Int32(0))
         end = inside.select(Int32(end), Int32(0))
-        b = (nb > Int32(0)).select(b, Int32(0))
+        b = (nb > Int32(0)).select(b, Int32(-1))          # no batch: the reference's searchsorted - 1
         off = r * Int32(4)
         for ptr, v in ((row_to_batch, b), (local_starts, Int32(0)), (local_ends, end)):
             B.buffer_store(v, _rsrc(ptr, rows), off)

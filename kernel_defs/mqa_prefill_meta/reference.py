@@ -3,7 +3,7 @@
 
 - `varqlen_windows`: per packed query row (batch, window start, window end) from cu_seq_q and
   context_lens (docs/families/mqa_prefill.md#operation): row n of batch b sees t <= ctx_b - qlen_b + n; rows at or
-  past cu[B] (graph padding) get an empty window.
+  past cu[B] (graph padding) get an empty window; with no batch every row is padding, batch -1.
 - `build_schedule`: the row groups and the per-CTA work list (cta_info, int32 [slots, 8]):
   (first_row, n_rows, batch, chunk_start, chunk_count, last_page, 0, 0).
   A row group is a maximal run of consecutive rows with the same batch, cut every four rows (one
@@ -31,10 +31,13 @@ def varqlen_windows(cu_seq_q: torch.Tensor, context_lens: torch.Tensor, rows: in
     n_batch = ctx.shape[0]
     r = torch.arange(rows, device=dev, dtype=torch.int64)
     b = torch.searchsorted(cu[1:].contiguous(), r, right=True).clamp_(max=n_batch - 1)
-    start = cu[b]
-    qlen = cu[b + 1] - start
-    le = (ctx[b] - qlen + (r - start) + 1).clamp_(min=0)
-    le = torch.where(r < cu[n_batch], le, torch.zeros_like(le))
+    if n_batch:
+        start = cu[b]
+        qlen = cu[b + 1] - start
+        le = (ctx[b] - qlen + (r - start) + 1).clamp_(min=0)
+        le = torch.where(r < cu[n_batch], le, torch.zeros_like(le))
+    else:                         # no batch: every row is padding, its batch -1 (the clamp above)
+        le = torch.zeros_like(r)
     if out is None:
         out = tuple(torch.empty(rows, dtype=torch.int32, device=dev) for _ in range(3))
     row_to_batch, local_starts, local_ends = out

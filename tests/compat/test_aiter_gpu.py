@@ -194,3 +194,29 @@ def test_stream_argument_orders_the_schedule_and_the_kernel(stand_in):
                                          weight_scale=2.0, stream=s)
     s.synchronize()
     assert torch.equal(out.cpu(), _expected([200, 17], msl, 2.0, float("-inf")))
+
+
+def test_stream_kinds_on_a_gpu(stand_in):
+    """compat takes upstream's raw handle (as a torch ExternalStream of the inputs' device) and a
+    device-generic torch.Stream; the flyaot op takes the torch streams and refuses the raw handle."""
+    from flyaot.compat import aiter
+    from flyaot.ops import pa_mqa_logits_fp4
+    dev, batch, msl = torch.device("cuda"), 2, 256
+    q, qs, kv, ks, bt, w = _inputs(batch, 8, dev)
+    lens = torch.tensor([200, 17], dtype=torch.int32, device=dev)
+    want = _expected([200, 17], msl, 2.0, float("-inf"))
+    s = torch.cuda.Stream()
+    generic = torch.Stream(device="cuda")
+    for stream in (s.cuda_stream, s, generic):
+        s.wait_stream(torch.cuda.current_stream())
+        out = aiter.flydsl_pa_mqa_logits_fp4(q, qs, kv, ks, bt, w, lens, msl, next_n=1, parallel_unit_num=4,
+                                             weight_scale=2.0, stream=stream)
+        torch.cuda.synchronize()
+        assert torch.equal(out.cpu(), want), type(stream)
+    out = pa_mqa_logits_fp4(q, qs, kv, ks, bt, w, lens, msl, parallel_unit_num=4, weight_scale=2.0, stream=generic)
+    torch.cuda.synchronize()
+    assert torch.equal(out.cpu(), want)
+    with pytest.raises(TypeError, match="^stream: expected a torch stream"):
+        pa_mqa_logits_fp4(q, qs, kv, ks, bt, w, lens, msl, parallel_unit_num=4, stream=s.cuda_stream)
+    with pytest.raises(ValueError, match="^stream: on cuda"):
+        pa_mqa_logits_fp4(q.cpu(), qs.cpu(), kv.cpu(), ks.cpu(), bt.cpu(), w.cpu(), lens.cpu(), msl, stream=s)

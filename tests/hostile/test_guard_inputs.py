@@ -145,7 +145,7 @@ def test_varqlen_with_no_batch_makes_padding_rows():
     """The windows kernel runs (on the emulator); the prefill op then has no batch and launches nothing."""
     cu, ctx = torch.zeros(1, dtype=torch.int32), torch.zeros(0, dtype=torch.int32)
     rb, ls, le = prefill.compute_varqlen_windows(cu, ctx, 3)
-    assert rb.tolist() == ls.tolist() == le.tolist() == [0, 0, 0]
+    assert rb.tolist() == [-1, -1, -1] and ls.tolist() == le.tolist() == [0, 0, 0]
     a = prefill_inputs()
     out = prefill.pa_mqa_logits_fp4_varqlen(a["q_fp4"], a["q_scale"], a["kv_cache"], a["kv_scale"],
                                             a["block_tables"][:0], a["weights"], MSL, cu_seq_q=cu, context_lens=ctx)
@@ -193,3 +193,87 @@ def test_hand_built_weight_must_match_its_tensors(no_launch, field, value):
     bad = PreparedMXFP4Weight(kw["weight"], kw["scales"], kw["n"], kw["k"], fused=True)
     with pytest.raises(ValueError, match=r"weight\.(weight|scales): shape"):
         gemm.gemm_a16wfp4(torch.randn(2, bad.k).to(torch.bfloat16), bad)
+
+
+# --- stream= ----------------------------------------------------------------------------------------
+
+# A raw int is refused too: it cannot be told from a mistake, and a wrong handle would be launched on.
+WRONG_STREAMS = ["0", object(), 1.5, -1, 12345, True]
+
+
+def _stream_calls():
+    a, p = decode_inputs(), prefill_inputs()
+    cu, ctx = torch.tensor([0, 2, 3], dtype=torch.int32), torch.tensor([130, 70], dtype=torch.int32)
+    x = torch.randn(2, 256).to(torch.bfloat16)
+    return {
+        "decode": lambda **kw: run_decode(a, **kw),
+        "prefill": lambda **kw: run_prefill(p, **kw),
+        "varqlen": lambda **kw: prefill.pa_mqa_logits_fp4_varqlen(
+            p["q_fp4"], p["q_scale"], p["kv_cache"], p["kv_scale"], p["block_tables"], p["weights"], MSL,
+            cu_seq_q=cu, context_lens=ctx, **kw),
+        "gemm": lambda **kw: gemm.gemm_a16wfp4(x, prepared_weight(), **kw),
+    }
+
+
+@pytest.mark.parametrize("op", ["decode", "prefill", "varqlen", "gemm"])
+@pytest.mark.parametrize("stream", WRONG_STREAMS, ids=lambda s: type(s).__name__ + repr(s)[:8])
+def test_wrong_kind_of_stream_is_refused(no_launch, op, stream):
+    with pytest.raises(TypeError, match="^stream: expected a torch stream"):
+        _stream_calls()[op](stream=stream)
+
+
+@pytest.mark.parametrize("op", ["decode", "prefill", "varqlen", "gemm"])
+def test_stream_of_another_device_is_refused(no_launch, op):
+    with pytest.raises(ValueError, match="^stream: on meta, but the inputs are on cpu"):
+        _stream_calls()[op](stream=torch.Stream("meta"))
+
+
+def test_a_torch_stream_of_the_inputs_device_runs():
+    """The emulator's device is the CPU: a CPU torch stream is the inputs' stream, and the call runs."""
+    a = decode_inputs()
+    assert torch.equal(run_decode(a, stream=torch.Stream("cpu")), run_decode(a))
+
+
+# --- varqlen: rows given twice, windows of the wrong length -------------------------------------------
+
+@pytest.mark.parametrize("given", ["cu_seq_q", "context_lens", "both"])
+def test_varqlen_refuses_windows_together_with_cu_seq_q(no_launch, given):
+    p = prefill_inputs()
+    cu, ctx = torch.tensor([0, 2, 3], dtype=torch.int32), torch.tensor([130, 70], dtype=torch.int32)
+    kw = {"cu_seq_q": cu, "context_lens": ctx}
+    kw = kw if given == "both" else {given: kw[given]}
+    with pytest.raises(ValueError, match="windows= and cu_seq_q/context_lens describe the rows twice"):
+        prefill.pa_mqa_logits_fp4_varqlen(p["q_fp4"], p["q_scale"], p["kv_cache"], p["kv_scale"], p["block_tables"],
+                                          p["weights"], MSL, windows=(p["row_to_batch"], p["local_starts"],
+                                                                      p["local_ends"]), **kw)
+
+
+@pytest.mark.parametrize("count", [0, 2, 4])
+def test_windows_of_the_wrong_length_name_the_argument(no_launch, count):
+    p = prefill_inputs()
+    cu, ctx = torch.tensor([0, 2, 3], dtype=torch.int32), torch.tensor([130, 70], dtype=torch.int32)
+    bufs = tuple(torch.empty(3, dtype=torch.int32) for _ in range(count))
+    with pytest.raises(ValueError, match=f"^out: expected three int32 tensors .*got {count} items"):
+        prefill.compute_varqlen_windows(cu, ctx, 3, out=bufs)
+    with pytest.raises(ValueError, match=f"^windows: expected three int32 tensors .*got {count} items"):
+        prefill.pa_mqa_logits_fp4_varqlen(p["q_fp4"], p["q_scale"], p["kv_cache"], p["kv_scale"], p["block_tables"],
+                                          p["weights"], MSL, windows=bufs)
+
+
+# --- meta tensors --------------------------------------------------------------------------------------
+
+def _on_meta(inputs: dict) -> dict:
+    return {k: v.to("meta") for k, v in inputs.items()}
+
+
+def test_meta_tensors_are_refused_as_meta_not_as_overlap(no_launch):
+    """Every data_ptr() of a meta tensor is 0, which an overlap check would read as aliasing."""
+    with pytest.raises(ValueError, match="^out: on the meta device; meta tensors cannot be launched"):
+        run_decode(_on_meta(decode_inputs()), out=torch.empty(2, MSL, device="meta"))
+    with pytest.raises(ValueError, match="^out: on the meta device; meta tensors cannot be launched"):
+        run_prefill(_on_meta(prefill_inputs()), out=torch.empty(3, MSL, device="meta"))
+    w = prepared_weight()
+    meta_w = PreparedMXFP4Weight(w.weight.to("meta"), w.scales.to("meta"), w.n, w.k, fused=True)
+    with pytest.raises(ValueError, match="^out: on the meta device; meta tensors cannot be launched"):
+        gemm.gemm_a16wfp4(torch.empty(2, w.k, dtype=torch.bfloat16, device="meta"), meta_w,
+                          out=torch.empty(2, w.n, dtype=torch.bfloat16, device="meta"))

@@ -140,8 +140,12 @@ def test_windows_match_reference(seed):
 
 
 def test_windows_no_batch_is_all_padding():
-    got = run_windows(i32([0]), torch.zeros(0, dtype=torch.int32), 5)
-    assert all(torch.all(t == 0) for t in got)
+    """No batch: every row is padding with an empty window and batch -1, as the reference writes."""
+    cu, ctx = i32([0]), torch.zeros(0, dtype=torch.int32)
+    rb, ls, le = run_windows(cu, ctx, 5)
+    assert torch.all(rb == -1) and torch.all(ls == 0) and torch.all(le == 0)
+    for g, w in zip((rb, ls, le), R.varqlen_windows(cu, ctx, 5)):
+        assert torch.equal(g, w)
 
 
 def test_windows_hostile_offsets_stay_inside():
