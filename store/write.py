@@ -23,8 +23,16 @@ from .index import Store
 log = logging.getLogger("flyaot.store")
 
 
+def _check(root: pathlib.Path, manifest: dict) -> None:
+    """Every manifest written meets the schema every reader checks."""
+    try:
+        mf.validate(manifest, origin=str(root / mf.MANIFEST_NAME))
+    except mf.ManifestError as e:
+        raise StoreError(f"refusing to write {e}") from None
+
+
 def write_manifest(root: pathlib.Path, manifest: dict) -> None:
-    mf.validate(manifest, origin=str(root / mf.MANIFEST_NAME))
+    _check(root, manifest)
     files.atomic_write(root / mf.MANIFEST_NAME, mf.pretty_json(manifest))
 
 
@@ -48,13 +56,11 @@ def write_store(out_dir, manifest: dict, blobs: dict) -> None:
     """Make `out_dir` hold exactly the manifest's code objects; blobs maps spec id -> bytes. Each file
     name is derived from the entry's id and the manifest's target, which must be a table target."""
     out = _out_dir(out_dir)
+    _check(out, manifest)         # before any file is written
     target = files.table_target(manifest["target"])
     wanted = set()
     for sid, entry in manifest["specs"].items():
-        rel = files.entry_file(target, sid)
-        if entry.get("file") != rel:
-            raise StoreError(f"spec {sid}: file {entry.get('file')!r} must be {rel}")
-        path = out / rel
+        path = out / files.entry_file(target, sid)
         wanted.add(path.name)
         if not _same_file(path, entry["sha256"]):
             files.atomic_write(path, blobs[sid])
