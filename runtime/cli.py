@@ -3,7 +3,6 @@ clear-cache); flyaot.cli adds the ops' ones."""
 import argparse
 import json
 import logging
-import os
 import platform
 import sys
 
@@ -21,7 +20,7 @@ def _versions() -> dict:
     return out
 
 
-def _device_info() -> dict:
+def _device_info(config) -> dict:
     import torch
 
     from . import drivers
@@ -31,7 +30,7 @@ def _device_info() -> dict:
         except ImportError as e:     # no numpy: say so, the report is still wanted
             return {"driver": "emu", "device": f"cpu (emulator unavailable: {e})", "target": None}
         return {"driver": "emu", "device": f"cpu ({target} emulator)", "target": target}
-    name = drivers.name_for(0, os.environ.get("FLYAOT_DEVICE", ""))
+    name = drivers.name_for(0, config.device)
     info = {"driver": name, "device": torch.cuda.get_device_name(0), "count": torch.cuda.device_count()}
     try:
         info["target"] = drivers.get(name).target(0)
@@ -54,21 +53,31 @@ def _open_stores(config) -> list:
 
 
 def cmd_env(a, config) -> int:
-    from . import config as cfg
+    from ..formats.env import report
     from .launchers import c_launcher_status
+    variables = report()
     env = {
         "versions": _versions(),
-        "device": _device_info(),
+        "device": _device_info(config),
         "c_launcher": c_launcher_status(),
         "stores": [{"kind": k, "path": str(r), "target": s.target if s else None,
                     "specs": len(s.by_key) if s else None, "error": err}
                    for k, r, s, err in _open_stores(config)],
-        "env": {v: os.environ.get(v) for v in cfg.ENV_VARS},
+        "env": {var.name: raw for var, raw, _ in variables},
+        "env_invalid": {var.name: err for var, _, err in variables if err},
     }
     if a.json:
         print(json.dumps(env, indent=1))
         return 0
     for section, body in env.items():
+        if section == "env_invalid":
+            continue
+        if section == "env":      # every variable of the table; an unusable value marked, never fatal
+            print("env:")
+            for var, raw, err in variables:
+                shown = f"- (default {var.default_text})" if raw is None else repr(raw)
+                print(f"  {var.name:26} {shown}" + (f"  INVALID: {err}" if err else ""))
+            continue
         if isinstance(body, list):
             print(f"{section}:")
             for row in body:
@@ -136,20 +145,17 @@ def cmd_verify(a, config) -> int:
 
 
 def cmd_clear_cache(a, config) -> int:
-    from ..formats.manifest import MANIFEST_NAME
-    from ..store import lock
+    from ..store.errors import StoreError
+    from ..store.write import clear_cache
     root = config.cache_dir
-    if not root.exists():
+    if not (root.exists() or root.is_symlink()):
         print(f"{root}: nothing to clear")
         return 0
-    removed = 0
-    # Under the manifest lock, so no JIT publish interleaves; lock files stay (see store/lock.py).
-    with lock.exclusive(str(root / "locks" / "manifest.lock"), timeout=config.jit_timeout,
-                        what="updating the manifest"):
-        for path in [root / MANIFEST_NAME, *root.glob("*/*.co"), *root.glob("*/.*.tmp"), *root.glob(".*.tmp")]:
-            if path.is_file():
-                path.unlink()
-                removed += 1
+    try:
+        removed = clear_cache(root, timeout=config.jit_timeout)
+    except StoreError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     print(f"{root}: removed {removed} files")
     return 0
 
@@ -157,8 +163,6 @@ def cmd_clear_cache(a, config) -> int:
 def main(argv=None, extra_commands=()) -> int:
     """The runtime's commands plus `extra_commands` [(name, help, configure(parser), fn(args, config))]
     that the rooms above it add (flyaot.cli passes the ops' selftest and bench)."""
-    logging.basicConfig(level=os.environ.get("FLYAOT_LOG_LEVEL", "WARNING").upper(),
-                        format="%(levelname)s %(name)s: %(message)s")
     p = argparse.ArgumentParser(prog="flyaot", description="flyaot runtime tools")
     sub = p.add_subparsers(dest="cmd", required=True)
     # collect-env: the name bug-report templates ask for.
@@ -180,5 +184,16 @@ def main(argv=None, extra_commands=()) -> int:
     c = sub.add_parser("clear-cache", help="delete the user cache's code objects and manifest")
     c.set_defaults(fn=cmd_clear_cache)
     a = p.parse_args(argv)
+    from ..formats import env
     from .config import Config
-    return a.fn(a, Config.from_env())
+    reporting = a.fn is cmd_env      # env lists unusable variables instead of stopping at one
+    try:
+        config = Config.from_env(lenient=reporting)
+        level = env.value("FLYAOT_LOG_LEVEL")
+    except env.EnvError as e:
+        if not reporting:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        level = None
+    logging.basicConfig(level=level or "WARNING", format="%(levelname)s %(name)s: %(message)s")
+    return a.fn(a, config)
