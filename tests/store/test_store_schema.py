@@ -236,3 +236,18 @@ def test_merge_refuses_two_shards_holding_one_key_under_different_ids(probe_shar
                                          ".*is also the key of spec"):
         merge([s0, s1], tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("edit, says", [(_duplicate_specs, "duplicate key 'specs'"),
+                                        (_same_key_other_id, "is also the key of spec")])
+def test_flyaot_verify_reports_a_repeated_key_as_a_refused_store(probe_store, tmp_path, monkeypatch, capsys, edit,
+                                                                 says):
+    """What a second `specs` or a second id of one key did: `flyaot verify` said 0 problems."""
+    from flyaot.runtime import cli
+    root, _ = _broken_store(probe_store, tmp_path / "broken", edit)
+    monkeypatch.setenv("FLYAOT_PREBUILT_PATH", str(root))
+    monkeypatch.setenv("FLYAOT_CACHE_DIR", str(tmp_path / "cache"))
+    rc = cli.main(["verify", "--no-load"])
+    out = capsys.readouterr().out
+    assert rc == 1 and f"FAIL extra store {root} refused: {root / MANIFEST_NAME}: " in out and says in out, out
+    assert out.splitlines()[-1].endswith("; 1 problems")
