@@ -1,6 +1,5 @@
 """One build: specs -> (cache hit | compile in workers) -> gates -> store."""
 import logging
-import os
 import pathlib
 import re
 import time

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from store_helpers import PROBE64, config, copy_store, edit_manifest, read_manifest
+from store_helpers import PROBE64, config, copy_store, read_manifest
 
 from flyaot.formats.manifest import Spec
 from flyaot.runtime.dispatch import Runtime
