@@ -82,19 +82,23 @@ _MARKER_TEXT = (b"flyaot user cache: manifest.json, <target>/*.co and locks/ her
                 b"(`python -m flyaot clear-cache` empties it)\n")
 
 
-def _own_temp(p: pathlib.Path) -> bool:
-    return p.name.startswith(f".{CACHE_MARKER}.") and p.name.endswith(".tmp")
+def _claimable(p: pathlib.Path) -> bool:
+    """What a cache may hold before its marker proves it ours: the marker's own temp file (another process
+    claiming it now), and lock files (a cache emptied by a clear-cache from before markers)."""
+    if p.name.startswith(f".{CACHE_MARKER}.") and p.name.endswith(".tmp"):
+        return True
+    return p.name == "locks" and p.is_dir() and not p.is_symlink() and all(q.suffix == ".lock" for q in p.iterdir())
 
 
 def claim_cache(root) -> None:
-    """Mark `root` as a flyaot user cache: when it does not exist, is empty, or already holds a flyaot
-    manifest (a cache made before markers, a copied store). A folder holding anything else is refused
+    """Mark `root` as a flyaot user cache: when it does not exist, is empty (but for lock files), or
+    already holds a flyaot manifest (a cache made before markers, a copied store). A folder holding anything else is refused
     (StoreError): the JIT would overwrite its files and clear-cache delete them. A path that is no folder
     fails as the writes would (OSError, which add_entry names)."""
     root = pathlib.Path(root)
     if (root / CACHE_MARKER).is_file():
         return
-    if root.is_dir() and any(not _own_temp(p) for p in root.iterdir()):
+    if root.is_dir() and any(not _claimable(p) for p in root.iterdir()):
         try:
             mf.parse(files.read_capped(root / mf.MANIFEST_NAME, files.MANIFEST_CAP, "manifest"),
                      origin=str(root / mf.MANIFEST_NAME))

@@ -130,6 +130,14 @@ def test_the_cache_the_jit_creates_is_marked_and_cleared(run, probe_store, tmp_p
     assert p.returncode == 0 and "removed 2 files" in p.stdout, p.stdout + p.stderr
 
 
+def test_a_cache_emptied_before_markers_existed_is_claimed(probe_store, tmp_path):
+    """Lock files alone (what clear-cache always left behind) do not make a folder foreign."""
+    cache = tmp_path / "old"
+    with lock.exclusive(str(cache / "locks" / "manifest.lock"), timeout=1, what="test"):
+        pass
+    assert _publish(cache, probe_store) and (cache / write.CACHE_MARKER).is_file()
+
+
 def test_the_jit_never_writes_into_a_folder_of_other_files(probe_store, tmp_path):
     before = _project(tmp_path / "project")
     with pytest.raises(StoreError, match="not a flyaot user cache and flyaot writes nothing there"):
