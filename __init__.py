@@ -8,24 +8,23 @@ FLYAOT_LOG_LEVEL is set (DEBUG, INFO, WARNING, ERROR), in which case that logger
 one stderr handler, and stops propagating so messages are not printed twice.
 """
 import logging as _logging
-import os as _os
 
 __version__ = "0.1.0"
 FLYDSL_VERSION = "0.5.0"     # the FlyDSL release the prebuilt set is built and tested with
 
 
 def _configure_logging() -> None:
-    name = _os.environ.get("FLYAOT_LOG_LEVEL", "").strip().upper()
-    if not name:
+    from .formats import env
+    try:
+        name = env.value("FLYAOT_LOG_LEVEL")
+    except env.EnvError as e:      # importing flyaot never fails over a log level
+        import warnings
+        warnings.warn(f"{e}; ignored", stacklevel=2)
+        return
+    if name is None:
         return
     logger = _logging.getLogger("flyaot")
-    level = _logging.getLevelName(name)
-    if not isinstance(level, int):
-        import warnings
-        warnings.warn(f"FLYAOT_LOG_LEVEL={name!r} is not a logging level (DEBUG, INFO, WARNING, ERROR); ignored",
-                      stacklevel=2)
-        return
-    logger.setLevel(level)
+    logger.setLevel(name)
     if not any(getattr(h, "_flyaot", False) for h in logger.handlers):
         handler = _logging.StreamHandler()
         handler.setFormatter(_logging.Formatter("%(levelname)s %(name)s: %(message)s"))

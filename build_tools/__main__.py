@@ -1,11 +1,11 @@
 """`python -m flyaot.build_tools`: build, merge, verify and list prebuilt stores."""
 import argparse
 import logging
-import os
 import pathlib
 import sys
 
 from .. import prebuilt, targets
+from ..formats import env
 
 PACKAGE_STORE = pathlib.Path(prebuilt.__file__).parent
 
@@ -30,7 +30,9 @@ def _cmd_build(a) -> int:
         if a.shard:
             i, n = sp.parse_shard(a.shard)
             specs = sp.shard(specs, i, n)
-        report = build(specs, out=a.out, target=a.target, cache_dir=a.cache, jobs=a.jobs, timeout=a.timeout,
+        jobs = a.jobs if a.jobs is not None else env.value("FLYAOT_BUILD_JOBS")
+        timeout = a.timeout if a.timeout is not None else env.value("FLYAOT_BUILD_TIMEOUT")
+        report = build(specs, out=a.out, target=a.target, cache_dir=a.cache, jobs=jobs, timeout=timeout,
                        shard=f"{i}/{n}" if a.shard else None)
     except (ToolchainError, StoreError, ValueError, KeyError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
@@ -86,8 +88,12 @@ def _cmd_matrix(a) -> int:
 
 
 def main(argv=None) -> int:
-    logging.basicConfig(level=os.environ.get("FLYAOT_LOG_LEVEL", "INFO").upper(),
-                        format="%(levelname)s %(name)s: %(message)s")
+    try:
+        level = env.value("FLYAOT_LOG_LEVEL") or "INFO"
+    except env.EnvError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
     p = argparse.ArgumentParser(prog="python -m flyaot.build_tools", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
     b = sub.add_parser("build", help="compile specs into a store (default: the package's prebuilt store)")
@@ -96,13 +102,14 @@ def main(argv=None) -> int:
     b.add_argument("--from-misses", metavar="FILE", help="build the specs a FLYAOT_RECORD_MISSES file names")
     b.add_argument("--target", default=targets.DEFAULT_TARGET, help=f"GPU target (default {targets.DEFAULT_TARGET}; "
                    f"known: {', '.join(sorted(targets.TARGETS))})")
-    b.add_argument("--jobs", type=int, default=int(os.environ.get("FLYAOT_BUILD_JOBS", "0")) or None)
+    b.add_argument("--jobs", type=int, default=None, help="compile workers (default $FLYAOT_BUILD_JOBS, else one "
+                   "per CPU core)")
     b.add_argument("--shard", metavar="i/n")
     b.add_argument("--out", default=str(PACKAGE_STORE), help="store to write (default: the package's own, "
                    "which only a full build may replace)")
     b.add_argument("--cache", default=None, help="build cache dir (default $FLYAOT_BUILD_CACHE or ~/.cache/flyaot)")
-    b.add_argument("--timeout", type=float, default=float(os.environ.get("FLYAOT_BUILD_TIMEOUT", "120")),
-                   help="seconds per spec")
+    b.add_argument("--timeout", type=float, default=None, help="seconds per spec (default $FLYAOT_BUILD_TIMEOUT, "
+                   "else 120)")
     b.set_defaults(fn=_cmd_build)
     m = sub.add_parser("merge", help="join shard stores into one")
     m.add_argument("shards", nargs="+")

@@ -1,13 +1,12 @@
 """One build: specs -> (cache hit | compile in workers) -> gates -> store."""
 import logging
-import os
 import pathlib
 import re
 import time
 from dataclasses import dataclass, field
 
 from .. import FLYDSL_VERSION, __version__, targets
-from ..formats import codeobject
+from ..formats import codeobject, env
 from ..formats.manifest import empty_manifest
 from ..kernel_defs import registry
 from .flydsl_compile import KernelBuild
@@ -35,8 +34,8 @@ class BuildReport:
 
 
 def default_build_cache_dir() -> pathlib.Path:
-    env = os.environ.get("FLYAOT_BUILD_CACHE")
-    return pathlib.Path(env) if env else toolchain.user_cache_home() / "flyaot" / "build-cache"
+    chosen = env.value("FLYAOT_BUILD_CACHE")
+    return pathlib.Path(chosen) if chosen else toolchain.user_cache_home() / "flyaot" / "build-cache"
 
 
 def spec_ids(specs, flydsl_version: str) -> dict:

@@ -16,6 +16,8 @@ import os
 import signal
 import sys
 
+from ..formats import env
+
 PR_SET_PDEATHSIG = 1                  # linux/prctl.h
 PARENT_ENV = "_FLYAOT_COMPILE_PARENT"  # pid of the process the fork server must die with (internal)
 
@@ -61,9 +63,9 @@ def _server_parent_died(signum, frame):
 
 def server_dies_with_parent() -> None:
     """In the fork server (its preload): on the parent's death, kill every worker group and exit."""
-    expected = os.environ.get(PARENT_ENV)
+    expected = env.value(PARENT_ENV)
     signal.signal(signal.SIGTERM, _server_parent_died)
-    if _prctl_pdeathsig(signal.SIGTERM) and expected and str(os.getppid()) != expected:
+    if _prctl_pdeathsig(signal.SIGTERM) and expected and os.getppid() != expected:
         _server_parent_died(signal.SIGTERM, None)       # the parent died before prctl took effect
 
 

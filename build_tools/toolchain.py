@@ -17,6 +17,7 @@ import sys
 from dataclasses import dataclass
 
 from .. import FLYDSL_VERSION, targets
+from ..formats import env
 
 log = logging.getLogger("flyaot.build")
 
@@ -48,10 +49,11 @@ def _lld_version(cmd) -> str:
 
 
 def _candidates():
-    if "FLYAOT_LLD" in os.environ:      # an explicit choice: the only candidate (see find_linker)
-        yield "FLYAOT_LLD", tuple(shlex.split(os.environ["FLYAOT_LLD"]))
+    explicit = env.value("FLYAOT_LLD")
+    if explicit is not None:      # an explicit choice: the only candidate (see find_linker)
+        yield "FLYAOT_LLD", explicit
         return
-    rocm = os.environ.get("ROCM_PATH")
+    rocm = env.value("ROCM_PATH")
     if rocm:
         yield "$ROCM_PATH", (str(pathlib.Path(rocm) / "llvm" / "bin" / "ld.lld"),)
     yield "/opt/rocm", ("/opt/rocm/llvm/bin/ld.lld",)
@@ -83,9 +85,7 @@ def _is_our_wrapper(path: str) -> bool:
 
 def _explicit_linker(cmd) -> Linker:
     """FLYAOT_LLD is set: use it or fail naming it; never fall back to another linker silently."""
-    shown = repr(os.environ.get("FLYAOT_LLD", ""))
-    if not cmd:
-        raise ToolchainError(f"FLYAOT_LLD={shown} is empty; unset it to search for ld.lld, or name an ld.lld")
+    shown = repr(shlex.join(cmd))
     if not os.access(cmd[0], os.X_OK) and not shutil.which(cmd[0]):
         raise ToolchainError(f"FLYAOT_LLD={shown}: {cmd[0]} is not an executable file")
     if _is_our_wrapper(shutil.which(cmd[0]) or cmd[0]):
@@ -124,11 +124,11 @@ def find_linker() -> Linker:
 
 
 def user_cache_home() -> pathlib.Path:
-    return pathlib.Path(os.environ.get("XDG_CACHE_HOME") or pathlib.Path.home() / ".cache")
+    return pathlib.Path(env.value("XDG_CACHE_HOME") or pathlib.Path.home() / ".cache")
 
 
 def default_toolkit_dir() -> pathlib.Path:
-    base = os.environ.get("FLYAOT_TOOLKIT_DIR")
+    base = env.value("FLYAOT_TOOLKIT_DIR")
     return pathlib.Path(base) if base else user_cache_home() / "flyaot" / "toolkit"
 
 

@@ -9,6 +9,6 @@ FLYAOT_EXTRA_FAMILIES (folders separated by os.pathsep) adds folders whose subpa
 too, imported as `flyaot.kernel_defs.<name>`: the repository's test-only families live in
 tests/families and are found this way, so the wheel never holds them.
 """
-import os
+from ..formats import env
 
-__path__ += [p for p in os.environ.get("FLYAOT_EXTRA_FAMILIES", "").split(os.pathsep) if p]  # noqa: F821
+__path__ += list(env.value("FLYAOT_EXTRA_FAMILIES"))  # noqa: F821

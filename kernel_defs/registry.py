@@ -25,7 +25,7 @@ build_tools finds families by listing, so adding one needs no change outside its
 import functools
 import hashlib
 import importlib
-import importlib.util
+import logging
 import pathlib
 import pkgutil
 from dataclasses import dataclass, field
@@ -125,17 +125,46 @@ def kernel_abi(signature: str) -> tuple:
 _ABI_NAMES = {}
 
 
-def family_names() -> list:
+# name -> why the family was left out: a family whose package or specs.py cannot be imported (say, a
+# broken folder on FLYAOT_EXTRA_FAMILIES) is refused alone, so every other family keeps working.
+_REFUSED = {}
+
+
+def _folders() -> dict:
+    """name -> folder of every subpackage that has a specs.py, found without importing anything."""
     pkg = importlib.import_module(__package__)
-    return sorted(
-        m.name for m in pkgutil.iter_modules(pkg.__path__)
-        if m.ispkg and importlib.util.find_spec(f"{__package__}.{m.name}.specs") is not None
-    )
+    out = {}
+    for m in pkgutil.iter_modules(pkg.__path__):
+        folder = pathlib.Path(getattr(m.module_finder, "path", "")) / m.name
+        if m.ispkg and m.name not in out and (folder / "specs.py").is_file():
+            out[m.name] = folder
+    return out
+
+
+def family_names() -> list:
+    """The families that can be used: every family folder whose package and specs.py import."""
+    names = []
+    for name, folder in sorted(_folders().items()):
+        if name not in _REFUSED:
+            try:
+                importlib.import_module(f"{__package__}.{name}.specs")
+            except Exception as e:        # noqa: BLE001  (any import-time failure refuses this family alone)
+                _REFUSED[name] = f"{type(e).__name__}: {e}"
+                extra = "" if folder.parent == pathlib.Path(__file__).parent else " (a FLYAOT_EXTRA_FAMILIES folder)"
+                logging.getLogger("flyaot.kernel_defs").warning(
+                    "flyaot: kernel family %r at %s%s cannot be imported and is left out: %s", name, folder, extra,
+                    _REFUSED[name])
+        if name not in _REFUSED:
+            names.append(name)
+    return names
 
 
 def get_family(name: str) -> Family:
-    if name not in family_names():
-        raise KeyError(f"unknown kernel family {name!r}; known: {', '.join(family_names())}")
+    known = family_names()
+    if name in _REFUSED:
+        raise KeyError(f"kernel family {name!r} cannot be imported and was left out: {_REFUSED[name]}")
+    if name not in known:
+        raise KeyError(f"unknown kernel family {name!r}; known: {', '.join(known)}")
     fam = importlib.import_module(f"{__package__}.{name}.specs").FAMILY
     if fam.name != name:
         raise ValueError(f"the family in folder {name!r} declares the name {fam.name!r}")
@@ -148,7 +177,7 @@ def family_source_hash(family: str) -> str:
     parts of kernel_defs (top-level modules and non-family folders), never other families. Part of a
     spec's content id, so the build and the runtime both know when a code object is out of date."""
     root = pathlib.Path(__file__).parent
-    others = set(family_names()) - {family}
+    others = set(_folders()) - {family}       # a refused family's folder is still no shared source
     files = [(p.relative_to(root), p) for p in root.rglob("*.py") if p.relative_to(root).parts[0] not in others]
     own = pathlib.Path(importlib.import_module(f"{__package__}.{family}").__file__).parent
     if own.parent != root:      # a family from FLYAOT_EXTRA_FAMILIES: its folder is not under root

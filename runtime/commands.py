@@ -70,7 +70,8 @@ def _hip_runtime_version():
 
 
 def _rocm_install_version():
-    for root in filter(None, (os.environ.get("ROCM_PATH"), "/opt/rocm")):
+    from ..formats import env
+    for root in filter(None, (env.value("ROCM_PATH"), "/opt/rocm")):
         info = pathlib.Path(root) / ".info" / "version"
         if info.is_file():
             return f"{info.read_text().strip()} ({root})"
@@ -109,7 +110,7 @@ def _platform_info() -> dict:
             "rocm": _rocm_install_version(), "amd_gpus (kfd)": ", ".join(machine_gpu_targets()) or None}
 
 
-def _device_info() -> dict:
+def _device_info(config) -> dict:
     import torch
 
     from . import drivers
@@ -120,8 +121,8 @@ def _device_info() -> dict:
             return {"driver": "emu", "device": f"cpu (emulator unavailable: {e})", "target": None}
         return {"driver": "emu", "device": f"cpu ({target} emulator)", "target": target}
     try:
-        name = drivers.name_for(0, os.environ.get("FLYAOT_DEVICE", "").strip().lower())
-    except ValueError as e:      # a FLYAOT_DEVICE that does not fit: reported under "invalid"
+        name = drivers.name_for(0, config.device)
+    except ValueError as e:      # a FLYAOT_DEVICE that does not fit this machine
         name = f"- ({e})"
     info = {"driver": name, "device": torch.cuda.get_device_name(0), "count": torch.cuda.device_count()}
     if name.startswith("-"):
@@ -146,29 +147,12 @@ def _open_stores(config) -> list:
     return rows
 
 
-def config_for_report():
-    """(Config, {variable: error}): the settings with every invalid variable left out, so that `env`, the
-    command people run when something is broken, still reports everything else."""
-    from .config import Config
-    invalid, saved = {}, {}
-    try:
-        while True:
-            try:
-                return Config.from_env(), invalid
-            except ValueError as e:
-                var = str(e).split("=", 1)[0]
-                if var not in os.environ or var in saved:
-                    raise
-                invalid[var] = str(e)
-                saved[var] = os.environ.pop(var)
-    finally:
-        os.environ.update(saved)
-
-
 def cmd_env(a, config) -> int:
-    from . import config as cfg
+    from ..formats.env import report
+    from .config import Config
     from .launchers import c_launcher_status
-    config, invalid = config_for_report()
+    config = Config.from_env(lenient=True)        # an unusable variable is reported below, never fatal
+    variables = report()
     stores = [{"kind": k, "path": str(r), "target": s.target if s else None,
                "specs": len(s.by_key) if s else None, "error": err}
               for k, r, s, err in _open_stores(config)]
@@ -177,11 +161,11 @@ def cmd_env(a, config) -> int:
         "versions": _versions(),
         "torch": torch_info,
         "platform": _platform_info(),
-        "device": _device_info(),
+        "device": _device_info(config),
         "c_launcher": c_launcher_status(),
         "stores": stores,
-        "env": {v: os.environ.get(v) for v in cfg.ENV_VARS},
-        "invalid": invalid,
+        "env": {var.name: raw for var, raw, _ in variables},
+        "env_invalid": {var.name: err for var, _, err in variables if err},
         "warnings": torch_build_warnings(torch_info, machine_gpu_targets(),
                                          [s["target"] for s in stores if s["target"]]),
     }
@@ -189,9 +173,17 @@ def cmd_env(a, config) -> int:
         emit_json(env)
         return 0
     for section, body in env.items():
-        if section in ("invalid", "warnings"):
-            for line in (body.values() if section == "invalid" else body):
-                print(f"{section[:-1] if section == 'warnings' else 'INVALID'}: {line}")
+        if section == "env_invalid":
+            continue
+        if section == "warnings":
+            for line in body:
+                print(f"warning: {line}")
+            continue
+        if section == "env":      # every variable of the table; an unusable value marked, never fatal
+            print("env:")
+            for var, raw, err in variables:
+                shown = f"- (default {var.default_text})" if raw is None else repr(raw)
+                print(f"  {var.name:26} {shown}" + (f"  INVALID: {err}" if err else ""))
             continue
         if isinstance(body, list):
             print(f"{section}:")
@@ -279,26 +271,19 @@ def cmd_verify(a, config) -> int:
 
 
 def cmd_clear_cache(a, config) -> int:
-    from ..formats.manifest import MANIFEST_NAME
-    from ..store import lock
+    from ..store.errors import StoreError
+    from ..store.write import clear_cache
     root = config.cache_dir
-    if not root.exists():
+    if not (root.exists() or root.is_symlink()):
         if a.json:
             emit_json({"path": str(root), "removed": 0})
         else:
             print(f"{root}: nothing to clear")
         return 0
-    if not root.is_dir():
-        raise UsageError(f"the cache path {root} (FLYAOT_CACHE_DIR or the default) is not a directory; "
-                         "point FLYAOT_CACHE_DIR at a directory")
-    removed = 0
-    # Under the manifest lock, so no JIT publish interleaves; lock files stay (see store/lock.py).
-    with lock.exclusive(str(root / "locks" / "manifest.lock"), timeout=config.jit_timeout,
-                        what="updating the manifest"):
-        for path in [root / MANIFEST_NAME, *root.glob("*/*.co"), *root.glob("*/.*.tmp"), *root.glob(".*.tmp")]:
-            if path.is_file():
-                path.unlink()
-                removed += 1
+    try:
+        removed = clear_cache(root, timeout=config.jit_timeout)
+    except StoreError as e:
+        raise UsageError(str(e)) from None
     if a.json:
         emit_json({"path": str(root), "removed": removed})
     else:
@@ -320,9 +305,6 @@ def main(argv=None, extra_commands=()) -> int:
     that the rooms above it add (flyaot.cli passes the ops' selftest, bench and model). A command's
     `fn` may raise UsageError for a bad argument; any other exception is reported in one line."""
     from .. import FLYDSL_VERSION, __version__
-    level = os.environ.get("FLYAOT_LOG_LEVEL", "WARNING").strip().upper()
-    bad_level = not isinstance(logging.getLevelName(level), int)
-    logging.basicConfig(level="WARNING" if bad_level else level, format="%(levelname)s %(name)s: %(message)s")
     p = argparse.ArgumentParser(prog="flyaot", description="flyaot runtime tools")
     p.add_argument("--version", action="version",
                    version=f"flyaot {__version__} (kernels compiled with FlyDSL {FLYDSL_VERSION})")
@@ -349,16 +331,23 @@ def main(argv=None, extra_commands=()) -> int:
     c.set_defaults(fn=cmd_clear_cache)
     a = p.parse_args(argv)
     verb = f"flyaot {a.cmd}"
-    if bad_level:
-        print(f"{verb}: warning: FLYAOT_LOG_LEVEL={level!r} is not a level (DEBUG, INFO, WARNING, ERROR); "
-              "using WARNING", file=sys.stderr)
+    from ..formats import env
+    reporting = a.fn is cmd_env          # env lists unusable variables instead of stopping at one
     try:
-        if a.fn is cmd_env:
+        level = env.value("FLYAOT_LOG_LEVEL")
+    except env.EnvError as err:
+        if not reporting:
+            print(f"{verb}: error: {err}", file=sys.stderr)
+            return 2
+        level = None
+    logging.basicConfig(level=level or "WARNING", format="%(levelname)s %(name)s: %(message)s")
+    try:
+        if reporting:
             return cmd_env(a, None)          # reads its own settings, reporting the invalid ones
         from .config import Config
         try:
             config = Config.from_env()
-        except ValueError as err:
+        except env.EnvError as err:
             raise UsageError(str(err)) from None
         return a.fn(a, config)
     except UsageError as err:

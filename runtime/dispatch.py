@@ -92,13 +92,12 @@ class Runtime:
             log.warning("flyaot: %s holds %s built from other kernel sources; not using it (rebuild the "
                         "store: `python -m flyaot.build_tools build`)", stale[0].label, spec.key)
         cached = index.store_of_kind("cache").by_key.get(spec.key)
-        if self.config.record_misses:
-            misses.record(self.config.record_misses, spec)
+        recorded = bool(self.config.record_misses) and misses.record(self.config.record_misses, spec)
         reason = self._jit_unavailable(spec, device)
         if reason:
             if stale is not None:
                 reason += f"; {stale[0].label} has it only from other kernel sources (rebuild that store)"
-            raise misses.missing_error(spec, index, reason, self.config.record_misses)
+            raise misses.missing_error(spec, index, reason, self.config.record_misses, recorded)
         return self._compile(spec, stale_id=cached[0] if cached else None)
 
     def _jit_unavailable(self, spec: Spec, device: int) -> str:

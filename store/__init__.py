@@ -5,7 +5,8 @@ objects of one target of the target table.
 
   index    read: open and check a store, the precedence list of store locations, the index over them
   verify   the one checker (bounded read, hash, code object metadata) the loader and both CLIs use
-  write    the one manifest writer; a whole store (build, merge) or one added entry (the JIT)
+  write    the one manifest writer; a whole store (build, merge) or one added entry (the JIT); the
+           user cache's marker and clear-cache
   merge    shard stores into one
   lock     flock with a bounded wait
   files    bounded reads of regular files, atomic durable writes, names derived from id and target

@@ -3,17 +3,14 @@ names built from an entry's id and a known target (never a path taken from a man
 """
 import os
 import pathlib
-import re
 import stat
 
 from .. import targets
+from ..formats.manifest import ARCH, SPEC_ID
 from .errors import StoreError
 
 MANIFEST_CAP = 64 << 20      # bytes; the 184-spec package manifest is about 0.5 MiB
 CODE_OBJECT_CAP = 64 << 20   # bytes; a shipped code object is about 15 KiB
-
-SPEC_ID = re.compile(r"[0-9A-Za-z_-]{1,128}")
-SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 def read_capped(path: pathlib.Path, cap: int, what: str) -> bytes:
@@ -77,13 +74,10 @@ def atomic_write(path: pathlib.Path, data: bytes) -> None:
     _fsync_dir(path.parent)
 
 
-_ARCH = re.compile(r"[0-9A-Za-z_]{1,32}")
-
-
 def plain_target(target) -> str:
     """`target` if it is a plain architecture name (a store's only directory). Readers accept any such
     name, since a CUDA driver serves sm_* stores; writers demand a row of the target table."""
-    if not isinstance(target, str) or not _ARCH.fullmatch(target):
+    if not isinstance(target, str) or not ARCH.fullmatch(target):
         raise StoreError(f"target {target!r} is not an architecture name")
     return target
 

@@ -1,8 +1,9 @@
 """Reading stores: one opened store, the precedence list of store locations, and the index over them.
 
 A store is `<root>/manifest.json` plus `<root>/<target>/<id>.co`. It is checked when it is opened:
-manifest structure (bounded, typed), flyaot version, toolchain fingerprint, and every entry's key,
-file name and slot table. A code object's size and sha256 are checked when it is first read.
+a bounded read, the manifest schema (`formats.manifest.validate`: types, required and unknown fields,
+no repeated JSON key, one entry per spec key, every entry's key, file name and slot table), the flyaot
+version and the toolchain fingerprint. A code object's size and sha256 are checked when it is first read.
 Nothing here imports a compiler or unpickles anything.
 """
 import importlib.util
@@ -15,7 +16,6 @@ from .. import FLYDSL_VERSION, __version__
 from ..formats import manifest as mf
 from . import files
 from .errors import IntegrityError, StoreError
-from .slots import ArgLayout
 
 log = logging.getLogger("flyaot.store")
 
@@ -70,7 +70,8 @@ class Store:
 
 
 def read_manifest(root: pathlib.Path, kind: str = "store") -> dict:
-    """The checked manifest of the store at `root`; StoreError naming the store for anything wrong."""
+    """The manifest of the store at `root`, checked against the one schema (`formats.manifest.validate`)
+    and this flyaot's versions; StoreError naming the store, the file and the field for anything wrong."""
     origin = f"{kind} store {root}"
     path = root / mf.MANIFEST_NAME
     try:
@@ -78,8 +79,6 @@ def read_manifest(root: pathlib.Path, kind: str = "store") -> dict:
     except (mf.ManifestError, StoreError) as e:
         raise StoreError(f"{origin} refused: {e}") from None
     _check_fingerprint(data, origin)
-    for sid, entry in data["specs"].items():
-        check_entry_fields(sid, entry, data["target"], f"{origin} refused: spec {sid}")
     return data
 
 
@@ -91,28 +90,6 @@ def _check_fingerprint(data: dict, origin: str) -> None:
     if got != FLYDSL_VERSION:
         raise StoreError(f"{origin} refused: built with FlyDSL {got!r}, flyaot {__version__} needs FlyDSL "
                          f"{FLYDSL_VERSION}; rebuild it (for the user cache: `python -m flyaot clear-cache`)")
-    try:
-        files.plain_target(data["target"])
-    except StoreError as e:
-        raise StoreError(f"{origin} refused: {e}") from None
-
-
-def check_entry_fields(sid: str, e: dict, target: str, origin: str) -> None:
-    """One entry on its own terms: plain id, key = family/params/target, file = <target>/<id>.co, slots."""
-    try:
-        want_file = files.entry_file(target, sid)
-        key = mf.Spec.make(e["family"], e["params"], target).key
-    except (StoreError, TypeError) as err:
-        raise StoreError(f"{origin}: {err}") from None
-    if e["key"] != key:
-        raise StoreError(f"{origin}: key {e['key']!r} does not match its family/params/target ({key!r})")
-    if e["file"] != want_file:
-        raise StoreError(f"{origin}: file {e['file']!r} must be {want_file}")
-    if e["size"] < 0 or not files.SHA256.fullmatch(e["sha256"]):
-        raise StoreError(f"{origin}: size/sha256 malformed")
-    if "id" in e and e["id"] != sid:
-        raise StoreError(f"{origin}: id {e['id']!r} differs from the entry's name")
-    ArgLayout.from_entry(e, origin)
 
 
 _REFUSED_HINT = {

@@ -1,7 +1,9 @@
 """Join shard stores into one store, deterministically (the result equals a single full build).
 
-Every shard is opened and checked like any store the runtime serves; the output's file names come
-from entry ids and the table target. A merge that would drop specs an existing output holds, or that
+Every shard is opened and checked like any store the runtime serves (the one manifest schema, then
+each code object); the merged manifest meets the same schema before anything is written, so two
+shards holding one spec key under different ids are refused. The output's file names come from
+entry ids and the table target. A merge that would drop specs an existing output holds, or that
 lacks some of the shards a build was split into, is refused unless forced.
 """
 import pathlib
@@ -16,17 +18,10 @@ _SAME = ("schema", "flyaot", "toolchain", "target")
 
 
 def _shard_of(store: Store):
-    """(i, n) from a shard manifest's "shard" field, or None for an unsharded store."""
+    """(i, n) from a shard manifest's "shard" field (the schema holds it to i/n), or None for an
+    unsharded store."""
     text = store.manifest.get("shard")
-    if text is None:
-        return None
-    try:
-        i, n = (int(x) for x in text.split("/"))
-    except ValueError:
-        i = n = -1
-    if not 0 <= i < n:
-        raise StoreError(f"shard {store.root}: shard {text!r} is not i/n")
-    return i, n
+    return None if text is None else tuple(int(x) for x in text.split("/"))
 
 
 def _missing_shards(shards: list) -> str:

@@ -8,7 +8,7 @@ import struct
 from dataclasses import dataclass
 
 from ..formats.codeobject import user_args
-from ..formats.manifest import SLOT_CTYPES
+from ..formats.manifest import SLOT_CTYPES, ManifestError, check_slots
 from .errors import IntegrityError, StoreError
 
 # ctype -> (one-letter code shared with the C launcher, size, value_kind, struct format); sizes and
@@ -76,33 +76,14 @@ class ArgLayout:
 
     @classmethod
     def from_entry(cls, entry: dict, origin: str) -> "ArgLayout":
-        """Validate a manifest entry's slot table on its own terms (types, sizes, alignment, overlap)."""
-        slots, end = [], 0
-        for i, a in enumerate(entry["args"]):
-            where = f"{origin}: argument {i} ({a.get('name')!r})"
-            ctype = a.get("ctype")
-            if ctype not in CTYPES:
-                raise StoreError(f"{where}: ctype {ctype!r} is not one of {sorted(CTYPES)}")
-            _, size, kind, _ = CTYPES[ctype]
-            if a.get("kind") != kind or a.get("size") != size:
-                raise StoreError(f"{where}: {ctype} must be kind {kind!r} size {size}, "
-                                 f"manifest says kind {a.get('kind')!r} size {a.get('size')!r}")
-            off = a.get("offset")
-            if not isinstance(off, int) or off < end or off % size:
-                raise StoreError(f"{where}: offset {off!r} overlaps the previous slot or is not {size}-aligned")
-            if not isinstance(a.get("name"), str) or not a["name"]:
-                raise StoreError(f"{where}: missing name")
-            slots.append(Slot(a["name"], ctype, kind, off, size))
-            end = off + size
-        if len({s.name for s in slots}) != len(slots):
-            raise StoreError(f"{origin}: duplicate argument names {[s.name for s in slots]}")
-        ks = entry["kernarg_size"]
-        if not isinstance(ks, int) or ks < end:
-            raise StoreError(f"{origin}: kernarg_size {ks!r} is smaller than the arguments ({end} bytes)")
-        block = tuple(entry["block"])
-        if len(block) != 3 or not all(isinstance(b, int) and b > 0 for b in block):
-            raise StoreError(f"{origin}: block {entry['block']!r} is not three positive ints")
-        return cls(entry["symbol"], tuple(slots), ks, block)
+        """An entry's slot table, checked by the manifest schema's slot rules (types, sizes, alignment,
+        overlap, names, kernarg size, block)."""
+        try:
+            check_slots(entry, origin, "")
+        except ManifestError as e:
+            raise StoreError(str(e)) from None
+        slots = tuple(Slot(a["name"], a["ctype"], a["kind"], a["offset"], a["size"]) for a in entry["args"])
+        return cls(entry["symbol"], slots, entry["kernarg_size"], tuple(entry["block"]))
 
     def cross_check(self, kernel, entry: dict, origin: str) -> None:
         """The manifest must describe the code object's own AMDGPU metadata exactly (kernel: KernelInfo)."""

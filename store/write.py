@@ -4,7 +4,13 @@ Every file goes through `files.atomic_write` (temp file, fsync, rename, director
 before the manifest that names them, so a reader or a crash never sees a manifest naming a missing or
 partial file. Paths come from the entry id and a target of the target table, never from a manifest.
 
+The user cache is the one store the JIT writes and `clear-cache` empties, in whatever folder
+FLYAOT_CACHE_DIR names, so it carries a marker file (`CACHE_MARKER`), written when flyaot creates the
+cache: only a marked folder is ever emptied, and the JIT never writes into a folder that holds other
+files and no flyaot manifest.
+
 Adding one entry (safe for many threads and processes):
+  0. Claim the folder: the marker, if the folder is new, empty or a flyaot store already.
   1. flock locks/<key hash>.lock: one producer per spec; the others wait (bounded), then find it.
   2. Re-read the manifest; if the spec is there now (and is not the entry being replaced), stop.
   3. Produce the code object; write <target>/<id>.co.
@@ -23,8 +29,16 @@ from .index import Store
 log = logging.getLogger("flyaot.store")
 
 
+def _check(root: pathlib.Path, manifest: dict) -> None:
+    """Every manifest written meets the schema every reader checks."""
+    try:
+        mf.validate(manifest, origin=str(root / mf.MANIFEST_NAME))
+    except mf.ManifestError as e:
+        raise StoreError(f"refusing to write {e}") from None
+
+
 def write_manifest(root: pathlib.Path, manifest: dict) -> None:
-    mf.validate(manifest, origin=str(root / mf.MANIFEST_NAME))
+    _check(root, manifest)
     files.atomic_write(root / mf.MANIFEST_NAME, mf.pretty_json(manifest))
 
 
@@ -48,13 +62,11 @@ def write_store(out_dir, manifest: dict, blobs: dict) -> None:
     """Make `out_dir` hold exactly the manifest's code objects; blobs maps spec id -> bytes. Each file
     name is derived from the entry's id and the manifest's target, which must be a table target."""
     out = _out_dir(out_dir)
+    _check(out, manifest)         # before any file is written
     target = files.table_target(manifest["target"])
     wanted = set()
     for sid, entry in manifest["specs"].items():
-        rel = files.entry_file(target, sid)
-        if entry.get("file") != rel:
-            raise StoreError(f"spec {sid}: file {entry.get('file')!r} must be {rel}")
-        path = out / rel
+        path = out / files.entry_file(target, sid)
         wanted.add(path.name)
         if not _same_file(path, entry["sha256"]):
             files.atomic_write(path, blobs[sid])
@@ -63,6 +75,61 @@ def write_store(out_dir, manifest: dict, blobs: dict) -> None:
     for stale in (out / target).glob("*.co"):
         if stale.name not in wanted and (stale.is_file() or stale.is_symlink()):
             stale.unlink()
+
+
+CACHE_MARKER = ".flyaot-cache"
+_MARKER_TEXT = (b"flyaot user cache: manifest.json, <target>/*.co and locks/ here are flyaot's "
+                b"(`python -m flyaot clear-cache` empties it)\n")
+
+
+def _claimable(p: pathlib.Path) -> bool:
+    """What a cache may hold before its marker proves it ours: the marker's own temp file (another process
+    claiming it now), and lock files (a cache emptied by a clear-cache from before markers)."""
+    if p.name.startswith(f".{CACHE_MARKER}.") and p.name.endswith(".tmp"):
+        return True
+    return p.name == "locks" and p.is_dir() and not p.is_symlink() and all(q.suffix == ".lock" for q in p.iterdir())
+
+
+def claim_cache(root) -> None:
+    """Mark `root` as a flyaot user cache: when it does not exist, is empty (but for lock files), or
+    already holds a flyaot manifest (a cache made before markers, a copied store). A folder holding anything else is refused
+    (StoreError): the JIT would overwrite its files and clear-cache delete them. A path that is no folder
+    fails as the writes would (OSError, which add_entry names)."""
+    root = pathlib.Path(root)
+    if (root / CACHE_MARKER).is_file():
+        return
+    if root.is_dir() and any(not _claimable(p) for p in root.iterdir()):
+        try:
+            mf.parse(files.read_capped(root / mf.MANIFEST_NAME, files.MANIFEST_CAP, "manifest"),
+                     origin=str(root / mf.MANIFEST_NAME))
+        except (mf.ManifestError, StoreError):
+            raise StoreError(f"flyaot: {root} (FLYAOT_CACHE_DIR) holds files but neither the flyaot cache marker "
+                             f"{CACHE_MARKER} nor a flyaot manifest: it is not a flyaot user cache and flyaot "
+                             "writes nothing there; point FLYAOT_CACHE_DIR at a new or empty folder") from None
+    files.atomic_write(root / CACHE_MARKER, _MARKER_TEXT)
+
+
+def clear_cache(root, *, timeout: float) -> int:
+    """Delete the user cache's manifest, code objects and temp files (lock files stay: see lock.py); the
+    number of files removed. Only a folder with the cache marker is touched (StoreError otherwise)."""
+    root = pathlib.Path(root)
+    if not root.is_dir():
+        raise StoreError(f"the user cache {root} (FLYAOT_CACHE_DIR) is not a directory; nothing deleted")
+    if not (root / CACHE_MARKER).is_file():
+        raise StoreError(f"{root} (FLYAOT_CACHE_DIR) has no flyaot cache marker {CACHE_MARKER}, so nothing in "
+                         "it is known to be flyaot's; nothing deleted (check FLYAOT_CACHE_DIR; a cache flyaot "
+                         "made before markers existed can be deleted by hand)")
+    removed = 0
+    # Under the manifest lock, so no JIT publish interleaves.
+    with lock.exclusive(str(root / "locks" / "manifest.lock"), timeout=timeout, what="updating the manifest"):
+        targets = [d for d in root.iterdir() if d.is_dir() and not d.is_symlink() and mf.ARCH.fullmatch(d.name)
+                   and d.name != "locks"]
+        for path in [root / mf.MANIFEST_NAME, *root.glob(".*.tmp"),
+                     *(p for d in targets for p in [*d.glob("*.co"), *d.glob(".*.tmp")])]:
+            if path.is_file() or path.is_symlink():
+                path.unlink()
+                removed += 1
+    return removed
 
 
 def lock_name(spec) -> str:
@@ -96,6 +163,7 @@ def add_entry(root, spec, produce, *, timeout: float, toolchain, stale_id=None) 
 
 def _add_entry(root, spec, produce, *, timeout, toolchain, stale_id) -> bool:
     target = files.table_target(spec.target)
+    claim_cache(root)
     with lock.exclusive(str(root / "locks" / lock_name(spec)), timeout=timeout, what=f"compiling {spec.key}"):
         cached = _cached_ids(root).get(spec.key)
         if cached is not None and cached != stale_id:

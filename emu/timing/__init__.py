@@ -4,8 +4,8 @@ It is a model, calibrated against a handful of published MI355X kernel times (se
 docs/timing-model.md for its constants, their sources and its validation error), not a measurement.
 """
 import contextlib
-import os
 
+from ...formats import env
 from .model import Params, Timing, model, occupancy, sample_ids, time_launch
 
 _RECORDERS: list = []
@@ -13,12 +13,7 @@ _RECORDERS: list = []
 
 def enabled() -> bool:
     """Timing is on for emulator launches under FLYAOT_EMU_TIMING=1 (or =sample), or inside record()."""
-    return bool(_RECORDERS) or _env() != ""
-
-
-def _env() -> str:
-    v = os.environ.get("FLYAOT_EMU_TIMING", "").strip().lower()
-    return "" if v in ("", "0", "false", "no", "off") else v
+    return bool(_RECORDERS) or env.value("FLYAOT_EMU_TIMING") != "off"
 
 
 class Recorder:
@@ -58,8 +53,8 @@ def time_driver_launch(name, launch) -> Timing:
         res = time_launch(launch, samples=rec.samples, functional=rec.functional, params=rec.params)
         rec.launches.append((name, res, replay(launch)))
         return res
-    samples = int(os.environ.get("FLYAOT_EMU_TIMING_SAMPLES", "16"))
-    return time_launch(launch, samples=samples, functional=_env() != "sample")
+    return time_launch(launch, samples=env.value("FLYAOT_EMU_TIMING_SAMPLES"),
+                       functional=env.value("FLYAOT_EMU_TIMING") != "sample")
 
 
 __all__ = ["Params", "Recorder", "replay", "Timing", "enabled", "model", "occupancy", "record", "sample_ids",

@@ -30,4 +30,4 @@ def test_set_gives_the_library_logger_its_level_and_one_handler():
 def test_a_bad_level_is_reported_and_ignored():
     out = _run(FLYAOT_LOG_LEVEL="loud")
     assert json.loads(out.stdout) == [0, 0, True]
-    assert "FLYAOT_LOG_LEVEL='LOUD' is not a logging level" in out.stderr
+    assert "FLYAOT_LOG_LEVEL='loud': expected a logging level" in out.stderr

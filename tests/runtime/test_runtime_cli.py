@@ -10,7 +10,8 @@ from runtime_helpers import PROBE64, PROBE128, copy_store
 
 from flyaot import cli
 from flyaot.runtime import config
-from flyaot.store import lock
+from flyaot.store import lock, write
+from flyaot.store.errors import StoreError
 
 
 @pytest.fixture
@@ -77,9 +78,70 @@ def test_selftest_of_a_family_without_hooks_fails_loudly(run):
 
 def test_clear_cache_removes_code_objects_and_manifest_but_keeps_locks(run, probe_store, tmp_path):
     cache = copy_store(probe_store, tmp_path / "cache")
+    write.claim_cache(cache)       # what the JIT does when it first publishes into a cache
     with lock.exclusive(str(cache / "locks" / "some.lock"), timeout=1, what="test"):
         pass
     (cache / "gfx950" / ".x.co.123.tmp").write_bytes(b"partial")
     p = run("clear-cache", env={"FLYAOT_CACHE_DIR": str(cache)})
     assert p.returncode == 0 and "removed 4 files" in p.stdout, p.stdout + p.stderr
-    assert sorted(x.name for x in cache.rglob("*") if x.is_file()) == ["manifest.lock", "some.lock"]
+    assert sorted(x.name for x in cache.rglob("*") if x.is_file()) == [write.CACHE_MARKER, "manifest.lock", "some.lock"]
+
+
+def _project(root):
+    """A folder of someone else's files that happen to look like a store's."""
+    (root / "assets").mkdir(parents=True)
+    (root / "manifest.json").write_text('{"name": "my project"}')
+    (root / "assets" / "logo.co").write_bytes(b"logo")
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+def test_clear_cache_refuses_a_folder_that_is_not_a_flyaot_cache(run, tmp_path):
+    before = _project(tmp_path / "project")
+    p = run("clear-cache", env={"FLYAOT_CACHE_DIR": str(tmp_path / "project")})
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    assert p.stderr.startswith(f"error: {tmp_path / 'project'} (FLYAOT_CACHE_DIR) has no flyaot cache marker")
+    assert {q.relative_to(tmp_path / "project").as_posix(): q.read_bytes()
+            for q in (tmp_path / "project").rglob("*") if q.is_file()} == before
+
+
+def test_clear_cache_of_a_file_is_a_clean_error(run, tmp_path):
+    (tmp_path / "a-file").write_text("mine")
+    p = run("clear-cache", env={"FLYAOT_CACHE_DIR": str(tmp_path / "a-file")})
+    assert p.returncode == 2 and p.stderr.startswith("error: the user cache") and "is not a directory" in p.stderr
+    assert (tmp_path / "a-file").read_text() == "mine"
+
+
+def _publish(root, probe_store):
+    """Publish one real entry (the probe's code object) into the user cache through the JIT's writer."""
+    from flyaot.formats.manifest import Spec
+    from flyaot.runtime.config import EXPECTED_FLYDSL
+    sid, entry = next((sid, e) for sid, e in json.loads((probe_store / "manifest.json").read_text())["specs"].items()
+                      if e["key"] == PROBE64)
+    spec = Spec.make(entry["family"], entry["params"], "gfx950")
+    data = (probe_store / entry["file"]).read_bytes()
+    return write.add_entry(root, spec, lambda: (data, dict(entry)), timeout=10,
+                           toolchain=lambda: {"flydsl": EXPECTED_FLYDSL, "lld": "test"})
+
+
+def test_the_cache_the_jit_creates_is_marked_and_cleared(run, probe_store, tmp_path):
+    cache = tmp_path / "new" / "cache"
+    assert _publish(cache, probe_store)
+    assert (cache / write.CACHE_MARKER).is_file()
+    p = run("clear-cache", env={"FLYAOT_CACHE_DIR": str(cache)})
+    assert p.returncode == 0 and "removed 2 files" in p.stdout, p.stdout + p.stderr
+
+
+def test_a_cache_emptied_before_markers_existed_is_claimed(probe_store, tmp_path):
+    """Lock files alone (what clear-cache always left behind) do not make a folder foreign."""
+    cache = tmp_path / "old"
+    with lock.exclusive(str(cache / "locks" / "manifest.lock"), timeout=1, what="test"):
+        pass
+    assert _publish(cache, probe_store) and (cache / write.CACHE_MARKER).is_file()
+
+
+def test_the_jit_never_writes_into_a_folder_of_other_files(probe_store, tmp_path):
+    before = _project(tmp_path / "project")
+    with pytest.raises(StoreError, match="not a flyaot user cache and flyaot writes nothing there"):
+        _publish(tmp_path / "project", probe_store)
+    assert {q.relative_to(tmp_path / "project").as_posix(): q.read_bytes()
+            for q in (tmp_path / "project").rglob("*") if q.is_file()} == before

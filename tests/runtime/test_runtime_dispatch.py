@@ -12,6 +12,7 @@ from flyaot.kernel_defs.probe import plan as probe
 from flyaot.runtime import jit
 from flyaot.runtime.dispatch import Runtime
 from flyaot.runtime.errors import ArchMismatchError, IntegrityError, MissingSpecError
+from flyaot.store.misses import line as miss_line
 from tests.support import miss_records
 
 # Valid for the family (the build's miss reader checks axes) but not prebuilt.
@@ -49,6 +50,19 @@ def test_record_misses_appends_each_miss_once(probe_store, tmp_path):
             rt.find(spec, -1)
     assert [r["key"] for r in miss_records(record)] == [MISSING.key, other.key]
     assert sorted(s.key for s in specs_from_misses(record)) == sorted([MISSING.key, other.key])
+
+
+@pytest.mark.parametrize("where", ["/dev/full", "no-such-dir/misses.jsonl", "."])
+def test_an_unwritable_misses_file_is_a_warning_and_the_miss_error_wins(probe_store, tmp_path, caplog, where):
+    record = where if where.startswith("/") else str(tmp_path / where)
+    rt = Runtime(make_config(tmp_path, extra=(probe_store,), record_misses=record))
+    with caplog.at_level("WARNING", logger="flyaot.runtime"), pytest.raises(MissingSpecError) as e:
+        rt.find(MISSING, -1)
+    message = str(e.value)
+    assert f"no code object for {MISSING.key}" in message and "Nearest prebuilt specs" in message
+    assert f"Recording it in {record} (FLYAOT_RECORD_MISSES) failed" in message
+    assert f"echo '{miss_line(MISSING).strip()}' >> flyaot-misses.jsonl" in message   # the build hint stands
+    assert f"cannot record miss {MISSING.key} in {record} (FLYAOT_RECORD_MISSES)" in caplog.text
 
 
 def test_spec_built_for_another_arch_is_an_arch_mismatch_naming_both(probe_store, tmp_path):

@@ -12,7 +12,7 @@ def test_flyaot_device_is_validated_against_the_table(monkeypatch):
         monkeypatch.setenv("FLYAOT_DEVICE", name.upper())
         assert Config.from_env().device == name
     monkeypatch.setenv("FLYAOT_DEVICE", "rocm")
-    with pytest.raises(ValueError, match="expected " + ", ".join(drivers.NAMES)):
+    with pytest.raises(ValueError, match="expected one of " + ", ".join(drivers.NAMES)):
         Config.from_env()
 
 

@@ -23,7 +23,7 @@ from flyaot.store.slots import ArgLayout
 from flyaot.store import lock
 from flyaot.store.errors import LockTimeout
 from flyaot.store.index import Store
-from flyaot.store.write import lock_name
+from flyaot.store.write import CACHE_MARKER, lock_name
 
 HERE = pathlib.Path(__file__).parent
 
@@ -64,7 +64,7 @@ def test_concurrent_processes_compile_once_publish_atomically_and_launch(tmp_pat
     ArgLayout.from_entry(entry, "jit").cross_check(codeobject.parse(data).kernel(entry["symbol"]), entry, "jit")
     files = sorted(p.relative_to(cache).as_posix() for p in cache.rglob("*") if p.is_file())
     lock = "locks/" + lock_name(Spec.make("probe", {"block": 64, "behavior": "ok"}, "gfx950"))
-    assert files == sorted(["manifest.json", entry["file"], "locks/manifest.lock", lock])
+    assert files == sorted(["manifest.json", entry["file"], "locks/manifest.lock", lock, CACHE_MARKER])
     # A later process finds it in the cache with the JIT disabled.
     rt = Runtime(make_config(tmp_path, cache=cache))
     out = torch.zeros(5)
@@ -103,7 +103,8 @@ def test_waits_are_bounded_and_a_dead_holder_releases_the_lock(tmp_path):
     # The kernel released the dead holder's flock: this call gets the lock and reaches the compiler.
     with pytest.raises(JitError, match="JIT compile of .* failed: reached the compiler"):
         jit.publish(tmp_path, spec, timeout=5, compile_fn=_fails)
-    assert not [p for p in tmp_path.rglob("*") if p.is_file() and p.parent.name != "locks"]
+    # nothing but the locks and the cache marker (written first, when the cache was claimed)
+    assert not [p for p in tmp_path.rglob("*") if p.is_file() and p.parent.name != "locks" and p.name != CACHE_MARKER]
 
 
 def _must_not_compile(spec):

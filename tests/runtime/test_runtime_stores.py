@@ -66,18 +66,18 @@ def _refused(probe_store, tmp_path, edit, match):
 
 
 @pytest.mark.parametrize("edit,match", [
-    (lambda m, e: m.update(schema=2), "schema 2"),
+    (lambda m, e: m.update(schema=2), "schema: 2; this flyaot reads schema 1"),
     (lambda m, e: m.update(flyaot="0.0.1"), "built for flyaot 0.0.1"),
     (lambda m, e: m["toolchain"].update(flydsl="0.4.0"), "FlyDSL '0.4.0'"),
-    (lambda m, e: m.pop("toolchain"), "missing field 'toolchain'"),
-    (lambda m, e: e.pop("sha256"), "lacks field 'sha256'"),
+    (lambda m, e: m.pop("toolchain"), "toolchain: missing"),
+    (lambda m, e: e.pop("sha256"), "sha256: missing"),
     (lambda m, e: e.update(key="probe[block=1]@gfx950"), "does not match its family/params/target"),
     (lambda m, e: e["params"].update(block=256), "does not match its family/params/target"),
     (lambda m, e: e.update(file="../../etc/passwd"), "must be gfx950/"),
-    (lambda m, e: e["args"][1].update(ctype="int16_t"), "ctype 'int16_t'"),
+    (lambda m, e: e["args"][1].update(ctype="int16_t"), "ctype: 'int16_t' is not one of"),
     (lambda m, e: e["args"][1].update(offset=4), "overlaps"),
     (lambda m, e: e["args"][2].update(size=8), "size 4"),
-    (lambda m, e: e.update(kernarg_size=8), "kernarg_size 8"),
+    (lambda m, e: e.update(kernarg_size=8), "kernarg_size: 8 is smaller"),
     (lambda m, e: e.update(block=[64, 1]), "block"),
 ])
 def test_store_is_refused_at_open(probe_store, tmp_path, edit, match):

@@ -36,9 +36,16 @@ def test_defect1_merge_never_deletes_through_a_shard_target(probe_shards, tmp_pa
     assert (victim / "keep.co").read_bytes() == b"precious"
 
 
+def _retarget(m, target):
+    """A manifest consistent with the schema for another target name."""
+    m["target"] = target
+    for e in m["specs"].values():
+        e.update(file=e["file"].replace("gfx950", target), key=e["key"].replace("@gfx950", f"@{target}"))
+
+
 @pytest.mark.parametrize("edit,match", [
     (lambda m: _first(m).update(file="../x.co"), "must be gfx950/"),
-    (lambda m: m.update(target="gfx942"), "unknown GPU target 'gfx942'"),
+    (lambda m: _retarget(m, "gfx942"), "unknown GPU target 'gfx942'"),
     (lambda m: m.update(target="../gfx950"), "not an architecture name"),
     (lambda m: m["specs"].update({"../evil": m["specs"].pop(next(iter(m["specs"])))}), "not a plain name"),
 ])
