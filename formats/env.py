@@ -136,7 +136,7 @@ VARIABLES = (
         "(one host sync per call; refused under graph capture)", ("runtime/config.py",)),
     Var("FLYAOT_PY_LAUNCH", "flag", False, "use the pure-Python launcher, not the C one", ("runtime/config.py",)),
     Var("FLYAOT_LOG_LEVEL", "level", None, "level of the `flyaot` logger; set, the library adds one stderr "
-        "handler", ("__init__.py", "runtime/cli.py", "build_tools/cli.py"),
+        "handler", ("__init__.py", "runtime/commands.py", "build_tools/__main__.py"),
         default_doc="the library adds no handler; `flyaot` logs WARNING, the build CLI INFO"),
     Var("XDG_CACHE_HOME", "path", None, "base of the default user cache, build cache and toolkit folder",
         ("runtime/config.py", "build_tools/toolchain.py"), default_doc="`~/.cache`"),
@@ -151,10 +151,10 @@ VARIABLES = (
     Var("FLYAOT_EMU_TIMING_SAMPLES", "count", 16, "workgroups the timing model traces per launch",
         ("emu/timing/__init__.py",)),
     # the build
-    Var("FLYAOT_BUILD_JOBS", "count", None, "compile workers (`--jobs`)", ("build_tools/cli.py",),
+    Var("FLYAOT_BUILD_JOBS", "count", None, "compile workers (`--jobs`)", ("build_tools/__main__.py",),
         default_doc="one per CPU core"),
     Var("FLYAOT_BUILD_TIMEOUT", "seconds", 120.0, "seconds per spec before its worker is killed (`--timeout`)",
-        ("build_tools/cli.py",)),
+        ("build_tools/__main__.py",)),
     Var("FLYAOT_BUILD_CACHE", "path", None, "the build cache (`--cache`)", ("build_tools/build.py",),
         default_doc="`$XDG_CACHE_HOME/flyaot/build-cache`"),
     Var("FLYAOT_LLD", "command", None, "the ld.lld to link with, the only candidate when set",
