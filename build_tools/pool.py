@@ -4,9 +4,10 @@ Why one process per spec, forked from a server that preloaded FlyDSL: compiles w
 not independent (measured with FlyDSL 0.5.0: compiling an mqa_decode spec a second time in the same
 process changed its register allocation), and forking from a warmed-up server keeps the isolation
 without paying ~1.2 s of imports per spec. The server starts with a fixed PYTHONHASHSEED and without
-address-space randomisation, which made a single compile reproducible in isolation; across whole
-builds a few mqa_decode specs still differ in register allocation from run to run (FlyDSL's native
-pipeline), so the content-addressed build cache, not recompilation, is what keeps rebuilds stable.
+address-space randomisation, which makes a compile repeat when everything before it repeats; FlyDSL's
+native back end still schedules some kernels by the process's memory layout and timing (README,
+"Building stores"), so a different build order, spec subset, worker count or environment can move
+them, and the content-addressed build cache, not recompilation, is what keeps rebuilds stable.
 """
 import contextlib
 import ctypes
