@@ -1,6 +1,6 @@
 """Pick the A16WFP4 GEMM tile config of each tuned (N, K) and M bucket by modeled MI355X time.
 
-    python benchmarks/gemm_model_tune.py [--samples 8] [--aiter DIR] [--host-us 8.0]
+    python benchmarks/gemm_model_tune.py [--samples 8] [--aiter DIR] [--host-us 8.0] [--only 0,3]
 
 For every seed shape (N, K, M) runs each prebuilt config of the family that can serve it on the
 emulator's timing model (sampled), prints the modeled times, the config configs.choose picks now and
@@ -19,6 +19,7 @@ import torch
 
 from flyaot import runtime
 from flyaot.emu import timing
+from flyaot.runtime.drivers import emu
 from flyaot.kernel_defs.gemm_a16wfp4 import configs, geometry, plan, reference
 from flyaot.ops import prepare_mxfp4_weight
 
@@ -39,7 +40,7 @@ def modeled(n, k, m, cfg, samples):
     """Kernel time (us) of `cfg` at (N, K, M) on the model."""
     w, s, x = _problem(n, k, m)
     out = torch.empty(m, n, dtype=torch.bfloat16)
-    with timing.record(samples=samples, functional=False) as rec:
+    with emu.recording(samples=samples, functional=False) as rec:
         runtime.launch(plan.plan(x, prepare_mxfp4_weight(w, s), out, params=cfg))
     return sum(t.kernel_us for _, t, _ in rec.launches)
 
@@ -64,10 +65,15 @@ def main():
     ap.add_argument("--samples", type=int, default=8)
     ap.add_argument("--aiter", help="local aiter checkout: compare the chosen configs with its kernel")
     ap.add_argument("--host-us", type=float, default=8.0, help="eager host cost added to every op time")
+    ap.add_argument("--only", default="", help="comma-separated row indices of ROWS")
     a = ap.parse_args()
+    try:
+        rows = [ROWS[int(i)] for i in a.only.split(",")] if a.only else ROWS
+    except (ValueError, IndexError):
+        ap.error(f"--only {a.only!r}: expected indices 0..{len(ROWS) - 1}")
     extra = timing.Params().launch_us + a.host_us
     results, chosen = {}, {}
-    for n, k, m, _ in ROWS:
+    for n, k, m, _ in rows:
         now = configs.choose(n, k, m)
         for cfg in configs.all_configs():
             if not serves(cfg, n, k, m):
@@ -92,7 +98,7 @@ def main():
     up = aiter_kernels.Upstream(a.aiter)
     print(f"\nchosen config vs aiter's kernel (op us = kernel + {extra:.1f}; model outputs, not measurements)")
     print(f"{'shape':18s} {'flyaot':>8s} {'upstream':>9s} {'target':>7s} {'fly/up':>7s}  configs")
-    for n, k, m, target in ROWS:
+    for n, k, m, target in rows:
         cfg = configs.choose(n, k, m)
         fly = chosen[(n, k, m)]
         uk, note = upstream(up, n, k, m, a.samples)

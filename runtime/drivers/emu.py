@@ -2,8 +2,29 @@
 
 Launches pack the kernarg segment exactly as the hardware would read it and hand the emulator the
 CPU tensors whose memory the kernel may touch. Stream handles are meaningless here and ignored.
+`recording(...)` asks the emulator to time the launches made inside it (the timing model,
+docs/timing-model.md): the request travels with the calling context (a context variable, so other
+threads and tasks are not timed) and reaches the emulator as its launch's `recorder` argument.
 """
+import contextlib
+import contextvars
+
 from ... import targets
+
+_recorder = contextvars.ContextVar("flyaot_emu_recorder", default=None)
+
+
+@contextlib.contextmanager
+def recording(params=None, samples: int = 16, functional: bool = True):
+    """Model every emulator launch this context makes inside the block; yields the emulator's
+    timing Recorder, whose `launches` lists (kernel name, Timing, replay) in launch order."""
+    from flyaot.emu import timing
+    rec = timing.Recorder(params if params is not None else timing.Params(), samples, functional)
+    token = _recorder.set(rec)
+    try:
+        yield rec
+    finally:
+        _recorder.reset(token)
 
 
 class EmuDriver:
@@ -58,5 +79,6 @@ class EmuLauncher:
                 if v.device.type != "cpu":
                     raise ValueError(f"kernel argument {name!r}: the emulator runs on CPU tensors, got {v.device}")
                 buffers.append(v)
-        self.last_counters = self._emu.launch(self._function, tuple(grid), layout.block, kernarg, buffers)
+        self.last_counters = self._emu.launch(self._function, tuple(grid), layout.block, kernarg, buffers,
+                                              recorder=_recorder.get())
         return 0
