@@ -18,7 +18,7 @@ import pytest
 REPO = pathlib.Path(__file__).resolve().parents[2]
 BENCH = REPO / "benchmarks"
 AITER = pathlib.Path(os.environ.get("FLYAOT_AITER_DIR", "/work/upstream/aiter"))
-HELPERS = {"aiter_kernels.py", "cubin_store.py", "plots.py"}     # imported by the scripts, not run
+HELPERS = {"aiter_kernels.py", "cubin_store.py", "plots.py", "sweep.py"}     # imported by the scripts, not run
 NUM = r"[-+]?\d+(?:\.\d+)?"
 
 
@@ -120,7 +120,7 @@ def test_gfx950_model_with_upstream_calibrates():
 
 @smokes("gemm_model_tune.py")
 def test_gemm_model_tune():
-    p = run("gemm_model_tune.py", "--only", 3, "--samples", 1)
+    p = run("gemm_model_tune.py", "--only", 3, "--samples", 1, "--jobs", 2)
     tried = re.findall(rf"3584x512 M=\s+1 .*:\s+({NUM}) us", p.stdout)
     assert tried and all(float(t) > 0 for t in tried)
     assert "<- current" in p.stdout and re.search(r"3584x512 d16\s+current .* best", p.stdout)
