@@ -21,10 +21,12 @@ and host terms). Each op time is its kernels' modeled time, plus the -inf fill o
 MQA ops (both sides fill the same output), plus one launch overhead.
 Without --aiter only flyaot's rows run, on the shipped parameters (no calibration).
 --plot DIR writes one roofline chart per family (DIR/roofline_<family>.png; needs matplotlib, the
-`bench` extra). A row that cannot be modeled makes the run exit with status 1, naming it.
+`bench` extra). --docs FILE puts the printed tables into FILE's marked block after a clean run.
+A row that cannot be modeled makes the run exit with status 1, naming it (and --docs writes nothing).
 These are model outputs, not measurements.
 """
 import argparse
+import contextlib
 import json
 import math
 import pathlib
@@ -346,6 +348,8 @@ def main(argv=None) -> int:
     ap.add_argument("--prefill-samples", type=int, default=4,
                     help="workgroups emulated per prefill launch (flyaot's walk every chunk of a row)")
     ap.add_argument("--plot", help="write a roofline chart per family into this folder (needs matplotlib)")
+    ap.add_argument("--docs", help="after a clean run, put the printed tables into this markdown file's "
+                                   f"{DOCS_BEGIN} block")
     a = ap.parse_args(argv)
     families = [f for f in a.only.split(",") if f]
     bad = set(families) - {"decode", "prefill", "gemm"}
@@ -353,6 +357,8 @@ def main(argv=None) -> int:
         ap.error(f"--only: expected some of decode,prefill,gemm, got {a.only!r}")
     if a.samples < 1 or a.prefill_samples < 1:
         ap.error("--samples and --prefill-samples must be >= 1")
+    if a.docs and (not pathlib.Path(a.docs).is_file() or DOCS_BEGIN not in pathlib.Path(a.docs).read_text()):
+        ap.error(f"--docs {a.docs}: no {DOCS_BEGIN} block")
     if a.aiter and not pathlib.Path(a.aiter).is_dir():
         ap.error(f"--aiter {a.aiter}: not a folder")
     if a.plot:
@@ -387,7 +393,60 @@ def main(argv=None) -> int:
                 row.failed = f"{type(e).__name__}: {e}"[:200]
             print(f"[{time.time() - t0:6.0f}s] {fam:8s} {shape:18s} {kind:8s} ({time.time() - t:.1f}s)"
                   + (f" FAILED {row.failed}" if row.failed else ""), flush=True)
-    if up is not None:
+    report = Tee(sys.stdout)
+    with contextlib.redirect_stdout(report):
+        params, host_us, out = tables(upstream, ours, up is not None)
+        print(f"\ntotal {time.time() - t0:.0f}s. Modeled times are outputs of a calibrated model, not measurements.")
+    if a.json:
+        write_atomic(pathlib.Path(a.json), json.dumps({"params": {**params.__dict__, "eager_host_us": host_us},
+                                                       "rows": out}, indent=1))
+    if a.plot:
+        for path in plots.roofline(out, pathlib.Path(a.plot)):
+            print(f"wrote {path}")
+    failed = [f"{r.family} {r.shape} ({r.kernel}): {r.failed}" for r in upstream + ours if r.failed]
+    if failed:
+        print(f"{len(failed)} rows could not be modeled:\n  " + "\n  ".join(failed), file=sys.stderr)
+        return 1
+    if a.docs:
+        replace_block(pathlib.Path(a.docs), report.text.strip("\n"))
+        print(f"wrote the tables into {a.docs}")
+    return 0
+
+
+class Tee:
+    """A stdout that also keeps what was written (the report --docs puts into the docs)."""
+
+    def __init__(self, stream):
+        self.stream, self.parts = stream, []
+
+    def write(self, text):
+        self.parts.append(text)
+        return self.stream.write(text)
+
+    def flush(self):
+        self.stream.flush()
+
+    @property
+    def text(self) -> str:
+        return "".join(self.parts)
+
+
+DOCS_BEGIN, DOCS_END = "<!-- gfx950_model.py tables:begin -->", "<!-- gfx950_model.py tables:end -->"
+
+
+def replace_block(path: pathlib.Path, report: str) -> None:
+    """Put `report` in a code block between the markers of `path` (written whole or not at all)."""
+    text = path.read_text()
+    if text.count(DOCS_BEGIN) != 1 or text.count(DOCS_END) != 1 or text.index(DOCS_BEGIN) > text.index(DOCS_END):
+        raise SystemExit(f"--docs {path}: needs one {DOCS_BEGIN} ... {DOCS_END} block")
+    head, rest = text.split(DOCS_BEGIN)
+    _, tail = rest.split(DOCS_END)
+    write_atomic(path, f"{head}{DOCS_BEGIN}\n```\n{report}\n```\n{DOCS_END}{tail}")
+
+
+def tables(upstream, ours, calibrated: bool):
+    """Print the calibration (when upstream ran) and the flyaot table; (Params, host_us, JSON rows)."""
+    if calibrated:
         params, host_us = calibrate(upstream)
     else:
         params, host_us = timing.Params(), 0.0
@@ -403,25 +462,14 @@ def main(argv=None) -> int:
         print(f"{ru.family:8s} {ru.shape:18s} {fmt(mf)} {fmt(mu)} {fmt(ru.measured)} {fmt(ru.target)} "
               f"{fl.us:8.2f} {fl.bound:>5s} {ratio(df, fl.us)} {ratio(du, fl.us)} {ratio(mf, mu)}  {rf.note}")
         for r, mod, dev in ((ru, mu, du), (rf, mf, df)):
-            if r.kernel == "upstream" and up is None:
+            if r.kernel == "upstream" and not calibrated:
                 continue
             out.append({"family": r.family, "shape": r.shape, "kernel": r.kernel, "modeled_us": mod,
                         "device_us": dev, "measured_us": r.measured if r.kernel == "upstream" else None,
                         "target_us": r.target, "floor_us": fl.us, "floor_terms_us": fl.terms,
                         "floor_bound": fl.bound, "fit": r.fit, "sampling_error": r.sampling_error,
                         "note": r.note, "failed": r.failed})
-    if a.json:
-        write_atomic(pathlib.Path(a.json), json.dumps({"params": {**params.__dict__, "eager_host_us": host_us},
-                                                       "rows": out}, indent=1))
-    if a.plot:
-        for path in plots.roofline(out, pathlib.Path(a.plot)):
-            print(f"wrote {path}")
-    print(f"\ntotal {time.time() - t0:.0f}s. Modeled times are outputs of a calibrated model, not measurements.")
-    failed = [f"{r.family} {r.shape} ({r.kernel}): {r.failed}" for r in upstream + ours if r.failed]
-    if failed:
-        print(f"{len(failed)} rows could not be modeled:\n  " + "\n  ".join(failed), file=sys.stderr)
-        return 1
-    return 0
+    return params, host_us, out
 
 
 def write_atomic(path: pathlib.Path, text: str) -> None:

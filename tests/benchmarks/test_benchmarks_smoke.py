@@ -69,9 +69,10 @@ def _table(stdout, header_word):
 @smokes("gfx950_model.py")
 def test_gfx950_model_flyaot_rows_floors_and_plot(tmp_path):
     plot = pytest.importorskip("matplotlib", reason="--plot needs the bench extra") and tmp_path / "plots"
-    out = tmp_path / "rows.json"
+    out, doc = tmp_path / "rows.json", tmp_path / "doc.md"
+    doc.write_text("# t\n<!-- gfx950_model.py tables:begin -->\nold\n<!-- gfx950_model.py tables:end -->\nafter\n")
     p = run("gfx950_model.py", "--shape", "decode:2x1x512", "--shape", "prefill:1x64x512", "--shape",
-            "gemm:512x1024x1", "--samples", 2, "--prefill-samples", 2, "--json", out, "--plot", plot)
+            "gemm:512x1024x1", "--samples", 2, "--prefill-samples", 2, "--json", out, "--plot", plot, "--docs", doc)
     assert "no --aiter" in p.stdout
     rows = _table(p.stdout, "dev/flr")
     assert [r.split()[0] for r in rows] == ["decode", "prefill", "gemm"]
@@ -83,6 +84,8 @@ def test_gfx950_model_flyaot_rows_floors_and_plot(tmp_path):
         bound, ratio = re.search(rf"\s(hbm|mfma|valu)\s+({NUM})\s", line).groups()
         assert bound == r["floor_bound"] == max(r["floor_terms_us"], key=r["floor_terms_us"].get)
         assert float(ratio) == pytest.approx(r["device_us"] / r["floor_us"], rel=0.01) and float(ratio) >= 1.0
+    written = doc.read_text()
+    assert "old" not in written and written.endswith("after\n") and all(line in written for line in rows)
     pngs = sorted(x.name for x in plot.iterdir())
     assert pngs == ["roofline_decode.png", "roofline_gemm.png", "roofline_prefill.png"]
     assert all((plot / n).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for n in pngs)
@@ -96,7 +99,8 @@ def test_gfx950_model_exits_nonzero_naming_a_row_it_cannot_model():
 
 
 @pytest.mark.parametrize("args, word", [(["--rows", "decode:99"], "--rows"), (["--shape", "gemm:1x2"], "--shape"),
-                                        (["--only", "nope"], "--only"), (["--aiter", "/nonexistent"], "--aiter")])
+                                        (["--only", "nope"], "--only"), (["--aiter", "/nonexistent"], "--aiter"),
+                                        (["--docs", "/nonexistent.md"], "--docs")])
 def test_gfx950_model_refuses_bad_arguments_before_running(args, word, capsys, monkeypatch):
     monkeypatch.syspath_prepend(str(BENCH))      # in-process: the checks run before any row, so no launch
     import gfx950_model
