@@ -93,10 +93,13 @@ def _model(a, config) -> int:
             f"{'pass a larger --samples' if samples < MAX_SAMPLES or a.samples else 'the estimate is rough'}"
             if worst > SAMPLING_WARN else None)
     v = r["validation_error"]
+    f = modeled.floor(a.family, *shape.values())
+    floor = {"us": f.us, "bound": f.bound, "hbm_us": f.hbm_us, "mfma_us": f.mfma_us, "valu_us": f.valu_us,
+             "device_us": r["device_us"], "ratio": r["device_us"] / f.us}
     if a.json:
         print(json.dumps({"op": a.family, "shape": shape, "us": r["us"], "samples": samples,
                           "terms": [{"term": n, "us": us, "sampling_error": e} for n, us, e in terms],
-                          "validation_error": {"geomean": v[0], "max": v[1]} if v else None,
+                          "floor": floor, "validation_error": {"geomean": v[0], "max": v[1]} if v else None,
                           "warning": warn, "note": "a model of MI355X time, not a measurement"}, indent=1))
         return 0
     dims = ", ".join(f"{n}={x}" for n, x in shape.items())
@@ -104,6 +107,8 @@ def _model(a, config) -> int:
     for name, us, err in terms:
         print(f"  + {name}: {us:.2f} us" + (f" (sampling error {100 * err:.0f}%)" if err is not None else ""))
     print(f"  = {sum(us for _, us, _ in terms):.2f} us  ({samples} workgroups sampled per launch)")
+    print(f"  floor {f.us:.2f} us ({f.bound}-bound; HBM {f.hbm_us:.2f}, MFMA {f.mfma_us:.2f}, VALU {f.valu_us:.2f} us): "
+          f"device time {r['device_us']:.2f} us = {floor['ratio']:.2f}x the floor")
     if v:
         print(f"  model validation on held-out MI355X measurements of this family: geomean |error| "
               f"{100 * v[0]:.0f}%, max |error| {100 * v[1]:.0f}%")

@@ -77,6 +77,8 @@ setup(
         "emu": ["numpy>=1.26"],
         # JIT fallback for specs that were not prebuilt; FlyDSL imports numpy without declaring it.
         "jit": ["flydsl==0.5.0", "ziglang>=0.13", "numpy>=1.26"],
+        # benchmarks/ only (gfx950_model.py --plot); nothing in the package imports it.
+        "bench": ["matplotlib>=3.8"],
     },
     entry_points={"console_scripts": ["flyaot = flyaot.cli:main"]},
     # The C launch path (stable ABI, one build for CPython >= 3.10); optional: without a C compiler the

@@ -53,13 +53,18 @@ print(kb.kernel_name)
 """
 
 
-def gemm_decode(n, k, timed_samples=0):
-    from flyaot.kernel_defs.gemm_a16wfp4 import configs, layout, plan, reference
+def compile_gemm(n, k):
+    """(kernel name, code object) of the decode-bucket A16WFP4 kernel for N x K, compiled by FlyDSL."""
     with tempfile.TemporaryDirectory() as d:
         path = pathlib.Path(d) / "gemm.co"
         name = subprocess.run([sys.executable, "-c", _COMPILE.format(n=n, k=k), str(path)], check=True,
                               capture_output=True, text=True, timeout=600).stdout.split()[-1]
-        code = path.read_bytes()
+        return name, path.read_bytes()
+
+
+def gemm_decode(n, k, compiled, timed_samples=0):
+    from flyaot.kernel_defs.gemm_a16wfp4 import configs, layout, plan, reference
+    name, code = compiled
     g = torch.Generator().manual_seed(0)
     w_packed, scales = reference.random_weight(n, k, generator=g)
     weight = layout.PreparedMXFP4Weight(layout.shuffle_weight(w_packed), layout.shuffle_scales(scales),
@@ -77,11 +82,8 @@ def gemm_decode(n, k, timed_samples=0):
         else:
             struct.pack_into("<i" if a.size == 4 else "<q", buf, a.offset, val)
     t = time.perf_counter()
-    if timed_samples:
-        with timing.record(samples=timed_samples):
-            cnt = drv.launch(fn, p.grid, p.block, bytes(buf), [x, out, weight.weight, weight.scales])
-    else:
-        cnt = drv.launch(fn, p.grid, p.block, bytes(buf), [x, out, weight.weight, weight.scales])
+    rec = timing.Recorder(samples=timed_samples) if timed_samples else None
+    cnt = drv.launch(fn, p.grid, p.block, bytes(buf), [x, out, weight.weight, weight.scales], recorder=rec)
     dt = time.perf_counter() - t
     ref = reference.gemm_reference(x.float(), w_packed, scales)
     err = (out.float() - ref).abs().max().item() / max(ref.abs().max().item(), 1e-9)
@@ -95,13 +97,14 @@ def main():
     args = ap.parse_args()
     n_ins, dt = synthetic()
     print(f"synthetic loop: {n_ins} wave-instructions in {dt:.3f} s = {n_ins / dt:,.0f} wave-instr/s")
-    name, grid, cnt, dt, err = gemm_decode(args.n, args.k)
+    compiled = compile_gemm(args.n, args.k)
+    name, grid, cnt, dt, err = gemm_decode(args.n, args.k, compiled)
     print(f"{name} M=1 N={args.n} K={args.k} grid={grid}: {cnt.instructions} wave-instructions "
           f"({cnt.mfma} mfma, {cnt.vmem} vmem, {cnt.lds} lds) in {dt:.2f} s = "
           f"{cnt.instructions / dt:,.0f} wave-instr/s; max rel. error vs torch {err:.2e}")
     base = cnt.instructions / dt
     for samples, what in ((16, "timing on, 16 workgroups traced"), (1 << 30, "timing on, every workgroup traced")):
-        _, _, c2, dt2, _ = gemm_decode(args.n, args.k, timed_samples=samples)
+        _, _, c2, dt2, _ = gemm_decode(args.n, args.k, compiled, timed_samples=samples)
         print(f"  {what}: {c2.instructions / dt2:,.0f} wave-instr/s ({c2.instructions / dt2 / base:.2f}x of "
               f"timing off); timing-model time {c2.timing.us:.2f} us")
 

@@ -1,6 +1,7 @@
 """Modeled MI355X kernel times (the emulator's timing model) against the seed tables' measurements.
 
-    python benchmarks/gfx950_model.py --aiter DIR [--json PATH] [--only decode,prefill,gemm] [--samples N]
+    python benchmarks/gfx950_model.py [--aiter DIR] [--json PATH] [--only decode,prefill,gemm]
+        [--rows decode:0,gemm:1] [--samples N] [--plot DIR]
 
 DIR is a local aiter checkout holding its FlyDSL A16WFP4 GEMM and FP4 MQA kernels (e.g. ROCm/aiter at
 commit cae82635, the code the seed tables timed). Its kernels are compiled with this build's FlyDSL
@@ -14,12 +15,18 @@ emulated; see docs/timing-model.md):
 A handful of global model parameters (launch overhead, memory-latency scale, bandwidth efficiency) is
 fitted on every other row of each table and validated on the rest; both halves are printed. Then
 flyaot's kernels run on the same model at every shape: modeled flyaot, modeled upstream, measured
-upstream, the "New" target, and the row's physical bound (max of HBM bytes / bandwidth and MFMA work /
-peak). Each op time is its kernel's modeled time, plus the -inf fill of the logits for the MQA ops
-(both sides fill the same output), plus one launch overhead.
+upstream, the "New" target, the row's floor (flyaot.ops.floors: the largest of its HBM, MFMA and VALU
+terms) and device time / floor (device time = the kernels plus the -inf fill, without the launch
+and host terms). Each op time is its kernels' modeled time, plus the -inf fill of the logits for the
+MQA ops (both sides fill the same output), plus one launch overhead.
+Without --aiter only flyaot's rows run, on the shipped parameters (no calibration).
+--plot DIR writes one roofline chart per family (DIR/roofline_<family>.png; needs matplotlib, the
+`bench` extra). --docs FILE puts the printed tables into FILE's marked block after a clean run.
+A row that cannot be modeled makes the run exit with status 1, naming it (and --docs writes nothing).
 These are model outputs, not measurements.
 """
 import argparse
+import contextlib
 import json
 import math
 import pathlib
@@ -39,8 +46,9 @@ DECODE = [(2, 1, 512, 64, 2.510, 1.942), (3, 1, 1024, 64, 2.539, 2.013), (4, 1, 
           (16, 1, 4352, 64, 3.303, 2.392), (8, 1, 8192, 64, 2.730, 2.416), (1, 1, 32768, 64, 2.641, 2.056),
           (1, 1, 65536, 64, 2.697, 2.270), (1, 1, 131072, 64, 3.372, 2.384), (2, 2, 512, 64, 2.582, 1.961),
           (2, 1, 768, 128, 3.287, 2.048), (32, 4, 32768, 64, 47.598, 23.658)]
-# (B, Q, KV, old us, new us); None: the AgentX trace row has no published shape
-PREFILL = [(None, None, None, 781.16, 610.38), (1, 512, 65536, 249.20, 200.74), (1, 1024, 65536, 473.36, 377.41),
+# (B, Q, KV, old us, new us). The table's "AgentX trace" row (781.16 / 610.38 us) has no published shape
+# and is left out.
+PREFILL = [(1, 512, 65536, 249.20, 200.74), (1, 1024, 65536, 473.36, 377.41),
            (1, 2048, 32768, 451.07, 356.27), (1, 1024, 131072, 910.54, 693.36), (4, 256, 16384, 121.77, 93.07),
            (8, 128, 8192, 69.46, 50.87), (1, 4096, 4096, 98.64, 56.60), (1, 8192, 8192, 372.80, 213.22),
            (2, 8192, 8192, 745.16, 423.80), (1, 8192, 32768, 1519.69, 1206.67)]
@@ -48,31 +56,30 @@ PREFILL = [(None, None, None, 781.16, 610.38), (1, 512, 65536, 249.20, 200.74), 
 GEMM = [(1024, 3584, 1, 10.645), (1024, 3584, 512, 16.589), (1024, 3584, 4096, 44.048),
         (3584, 512, 1, 8.360), (3584, 512, 512, 10.912), (3584, 512, 4096, 33.172)]
 
-FP4_FLOPS = T.MFMA_FLOPS_PER_CLK_PER_SIMD["fp4"] * T.SIMDS_PER_CU * T.CUS * T.CLOCK_HZ
-BF16_FLOPS = T.MFMA_FLOPS_PER_CLK_PER_SIMD["bf16"] * T.SIMDS_PER_CU * T.CUS * T.CLOCK_HZ
 PAGE, D = 64, 128
 
 
 class Row:
-    def __init__(self, family, shape, kernel, measured, target, bound_us, fill_bytes=0):
+    def __init__(self, family, shape, kernel, measured, target, floor, fill_bytes=0):
         self.family, self.shape, self.kernel = family, shape, kernel
-        self.measured, self.target, self.bound_us, self.fill_bytes = measured, target, bound_us, fill_bytes
+        self.measured, self.target, self.floor, self.fill_bytes = measured, target, floor, fill_bytes
         self.replays = []           # params -> Timing, one per kernel launch of the op
         self.fit = False
         self.note = ""
+        self.failed = ""
         self.sampling_error = 0.0
         self.eager = family == "gemm"     # its table timed eager launches, the MQA tables graph replays
 
-    def modeled(self, params: timing.Params, host_us: float = 0.0) -> float | None:
+    def device(self, params: timing.Params) -> float | None:
+        """The op's device time: its kernels plus the -inf fill, no launch or host term."""
         if not self.replays:
             return None
         us = sum(r(params).kernel_us for r in self.replays)
-        fill = self.fill_bytes / (T.HBM_BYTES_PER_S * min(1.0, params.bandwidth_efficiency)) * 1e6
-        return us + fill + params.launch_us + (host_us if self.eager else 0.0)
+        return us + self.fill_bytes / (T.HBM_BYTES_PER_S * min(1.0, params.bandwidth_efficiency)) * 1e6
 
-
-def _bound(hbm_bytes, flops, peak):
-    return max(hbm_bytes / T.HBM_BYTES_PER_S, flops / peak) * 1e6
+    def modeled(self, params: timing.Params, host_us: float = 0.0) -> float | None:
+        dev = self.device(params)
+        return None if dev is None else dev + params.launch_us + (host_us if self.eager else 0.0)
 
 
 # ------------------------------------------------------------------------------------------ upstream
@@ -90,7 +97,8 @@ def _unpoisoned(bt, pages):
 def upstream_decode(up, row, b, nn, ctx_max, heads, samples):
     import aiter_kernels as AK
     from mqa_decode import problem
-    from flyaot.kernel_defs.mqa_runs_schedule.reference import varctx_reference as build_schedule, default_parallel_units
+    from flyaot.kernel_defs.mqa_runs_schedule.plan import default_parallel_units
+    from flyaot.kernel_defs.mqa_runs_schedule.reference import varctx_reference as build_schedule
     args, msl, _ = problem(b, nn, ctx_max, heads, "cpu")
     q, qs, kv, kvs, bt, w, cl = args
     bt = _unpoisoned(bt, kv.shape[0])
@@ -169,7 +177,8 @@ def upstream_gemm(up, row, n, k, m, samples):
 
 # ------------------------------------------------------------------------------------------ flyaot
 def _recorded(call, samples):
-    with timing.record(samples=samples, functional=False) as rec:
+    from flyaot.runtime.drivers import emu
+    with emu.recording(samples=samples, functional=False) as rec:
         call()
     return rec.launches
 
@@ -212,33 +221,44 @@ def flyaot_gemm(row, n, k, m, samples):
 
 
 # ------------------------------------------------------------------------------------------ table
-def build_rows(families):
-    """(upstream rows, flyaot rows, [(family, shape, runner args)])."""
+def build_rows(families, picks=None, extra=()):
+    """[(family, shape label, runner args, measured, target, Floor, fill bytes)] of the seed rows of
+    `families` (only the table indices picks[family] where given), then of the `extra` (family, dims)
+    shapes, which have no measurement or target."""
+    from flyaot.ops import floors
+    seeds = {"decode": [((b, nn, c, h), old, new) for b, nn, c, h, old, new in DECODE],
+             "prefill": [((b, q, kv), old, new) for b, q, kv, old, new in PREFILL],
+             "gemm": [((n, k, m), meas, meas) for n, k, m, meas in GEMM]}
+    chosen = [(fam, dims, meas, new) for fam in ("decode", "prefill", "gemm") if fam in families
+              for i, (dims, meas, new) in enumerate(seeds[fam]) if picks is None or i in picks.get(fam, ())]
     jobs = []
-    if "decode" in families:
-        for b, nn, c, h, old, new in DECODE:
+    for fam, dims, meas, new in chosen + [(fam, dims, None, None) for fam, dims in extra]:
+        if fam == "decode":
+            b, nn, c, h = dims
             shape = f"{b}x{nn}x{c}" + ("" if h == 64 else f" H{h}")
-            ctx = [min(-(-x // PAGE) * PAGE, c) for x in _ctx(b, c)]
-            kv_bytes = sum(ctx) * (D // 2 + D // 32)
-            visible = sum(max(0, x - (nn - 1 - i)) for x in ctx for i in range(nn))
-            bound = _bound(kv_bytes + b * nn * c * 4, 2 * h * D * visible, FP4_FLOPS)
-            fill = b * nn * c * 4
-            jobs.append(("decode", shape, (b, nn, c, h), old, new, bound, fill))
-    if "prefill" in families:
-        for b, q, kv, old, new in PREFILL:
-            if b is None:
-                jobs.append(("prefill", "AgentX trace", None, old, new, None, 0))
-                continue
-            rows = b * q
-            cells = b * sum(max(0, kv - q + i + 1) for i in range(q))
-            hbm = b * kv * (D // 2 + D // 32) + rows * (64 * D // 2 + 64 * 2) + rows * kv * 4
-            bound = _bound(hbm, 2 * 64 * D * cells, FP4_FLOPS)
-            jobs.append(("prefill", f"{b}x{q}x{kv}", (b, q, kv), old, new, bound, rows * kv * 4))
-    if "gemm" in families:
-        for n, k, m, meas in GEMM:
-            hbm = n * k // 2 + n * k // 32 + m * k * 2 + m * n * 2
-            jobs.append(("gemm", f"{n}x{k} M={m}", (n, k, m), meas, meas, _bound(hbm, 2 * m * n * k, BF16_FLOPS), 0))
+            jobs.append((fam, shape, dims, meas, new, floors.mqa_decode(_ctx(b, c), nn, h, max_seq_len=c),
+                         b * nn * c * 4))
+        elif fam == "prefill":
+            b, q, kv = dims
+            jobs.append((fam, f"{b}x{q}x{kv}", dims, meas, new, floors.mqa_prefill(b, q, kv), b * q * kv * 4))
+        else:
+            n, k, m = dims
+            jobs.append((fam, f"{n}x{k} M={m}", dims, meas, new, floors.gemm_a16wfp4(n, k, m), 0))
     return jobs
+
+
+def parse_shape(spec: str):
+    """--shape decode:BxNEXT_NxMAX_CTX[xHEADS] | prefill:BxQxKV | gemm:NxKxM -> (family, dims)."""
+    fam, _, dims = spec.partition(":")
+    arity = {"decode": (3, 4), "prefill": (3,), "gemm": (3,)}
+    try:
+        vals = tuple(int(x) for x in dims.split("x"))
+    except ValueError:
+        vals = ()
+    if fam not in arity or len(vals) not in arity[fam] or min(vals, default=0) < 1:
+        raise SystemExit(f"--shape {spec!r}: expected decode:BxNEXT_NxMAX_CTX[xHEADS], prefill:BxQxKV or "
+                         f"gemm:NxKxM (positive integers)")
+    return fam, (vals + (64,) if fam == "decode" and len(vals) == 3 else vals)
 
 
 def _ctx(b, c):
@@ -287,45 +307,181 @@ def fit(rows):
     return timing.Params(**{**cur.__dict__, "launch_us": g}), h
 
 
-def main():
+def parse_rows(spec: str, families) -> dict:
+    """--rows "decode:0,3,gemm:1" -> {"decode": {0, 3}, "gemm": {1}} (indices into the seed tables)."""
+    sizes = {"decode": len(DECODE), "prefill": len(PREFILL), "gemm": len(GEMM)}
+    picks, fam = {}, None
+    for item in filter(None, spec.split(",")):
+        if ":" in item:
+            fam, item = item.split(":", 1)
+            if fam not in sizes:
+                raise SystemExit(f"--rows: unknown family {fam!r}; known: {', '.join(sizes)}")
+        if fam is None or not item.isdigit() or int(item) >= sizes[fam]:
+            raise SystemExit(f"--rows: {item!r} is not an index of a seed table (FAMILY:I[,I...], "
+                             f"sizes {sizes})")
+        picks.setdefault(fam, set()).add(int(item))
+    unknown = set(picks) - set(families)
+    if unknown:
+        raise SystemExit(f"--rows names {', '.join(sorted(unknown))}, which --only leaves out")
+    return picks
+
+
+def fmt(x, width=9):
+    return f"{x:{width}.2f}" if x is not None else f"{'-':>{width}s}"
+
+
+def ratio(x, y, width=7):
+    return f"{x / y:{width}.2f}" if x is not None and y else f"{'-':>{width}s}"
+
+
+def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--aiter", required=True, help="local aiter checkout (e.g. at commit cae82635)")
+    ap.add_argument("--aiter", help="local aiter checkout (e.g. at commit cae82635); without it only flyaot's "
+                                    "rows run, on the shipped model parameters")
     ap.add_argument("--json", help="write the rows here")
     ap.add_argument("--only", default="decode,prefill,gemm")
+    ap.add_argument("--rows", default=None, help="only these seed-table rows: FAMILY:I[,I...][,FAMILY:I...]")
+    ap.add_argument("--shape", action="append", default=[],
+                    help="also model this shape (no measurement; repeatable): decode:BxNEXT_NxMAX_CTX[xHEADS], "
+                         "prefill:BxQxKV, gemm:NxKxM; without --rows, only these")
     ap.add_argument("--samples", type=int, default=12, help="workgroups emulated per launch")
     ap.add_argument("--prefill-samples", type=int, default=4,
                     help="workgroups emulated per prefill launch (flyaot's walk every chunk of a row)")
-    a = ap.parse_args()
-    import aiter_kernels
-    up = aiter_kernels.Upstream(a.aiter)
-    jobs = build_rows(set(a.only.split(",")))
+    ap.add_argument("--plot", help="write a roofline chart per family into this folder (needs matplotlib)")
+    ap.add_argument("--docs", help="after a clean run, put the printed tables into this markdown file's "
+                                   f"{DOCS_BEGIN} block")
+    a = ap.parse_args(argv)
+    families = [f for f in a.only.split(",") if f]
+    bad = set(families) - {"decode", "prefill", "gemm"}
+    if bad or not families:
+        ap.error(f"--only: expected some of decode,prefill,gemm, got {a.only!r}")
+    if a.samples < 1 or a.prefill_samples < 1:
+        ap.error("--samples and --prefill-samples must be >= 1")
+    if a.docs and (not pathlib.Path(a.docs).is_file() or DOCS_BEGIN not in pathlib.Path(a.docs).read_text()):
+        ap.error(f"--docs {a.docs}: no {DOCS_BEGIN} block")
+    if a.aiter and not pathlib.Path(a.aiter).is_dir():
+        ap.error(f"--aiter {a.aiter}: not a folder")
+    if a.plot:
+        import plots                # fails before any row runs when matplotlib is missing
+        plots.require()
+    extra = [parse_shape(x) for x in a.shape]
+    picks = parse_rows(a.rows, families) if a.rows is not None else ({} if extra else None)
+    jobs = build_rows(set(families), picks, extra)
+    up = None
+    if a.aiter:
+        import aiter_kernels
+        up = aiter_kernels.Upstream(a.aiter)
+    else:
+        print("no --aiter: flyaot rows only, on the shipped model parameters (no calibration)")
     upstream, ours = [], []
     t0 = time.time()
-    for fam, shape, dims, meas, new, bound, fill in jobs:
-        ru = Row(fam, shape, "upstream", meas, new, bound, fill)
-        rf = Row(fam, shape, "flyaot", None, new, bound, fill)
+    for fam, shape, dims, meas, new, floor, fill in jobs:
+        ru = Row(fam, shape, "upstream", meas, new, floor, fill)
+        rf = Row(fam, shape, "flyaot", None, new, floor, fill)
         upstream.append(ru)
         ours.append(rf)
-        if dims is None:
-            ru.note = rf.note = "no published shape: not modeled"
-            continue
-        for kind, fn in (("upstream", {"decode": upstream_decode, "prefill": upstream_prefill,
-                                       "gemm": upstream_gemm}[fam]),
-                         ("flyaot", {"decode": flyaot_decode, "prefill": flyaot_prefill, "gemm": flyaot_gemm}[fam])):
+        runs = [("flyaot", rf, {"decode": flyaot_decode, "prefill": flyaot_prefill, "gemm": flyaot_gemm}[fam])]
+        if up is not None:
+            runs.insert(0, ("upstream", ru, {"decode": upstream_decode, "prefill": upstream_prefill,
+                                             "gemm": upstream_gemm}[fam]))
+        for kind, row, fn in runs:
             t = time.time()
             samples = a.prefill_samples if fam == "prefill" else a.samples
             try:
-                if kind == "upstream":
-                    fn(up, ru, *dims, samples)
-                else:
-                    fn(rf, *dims, samples)
-            except Exception as e:        # a row the model cannot reach is reported, not dropped
-                (ru if kind == "upstream" else rf).note = f"failed: {type(e).__name__}: {e}"[:160]
-            print(f"[{time.time() - t0:6.0f}s] {fam:8s} {shape:18s} {kind:8s} ({time.time() - t:.1f}s)",
-                  flush=True)
-    # fit on every other reachable row of each family, validate on the rest
+                fn(up, row, *dims, samples) if kind == "upstream" else fn(row, *dims, samples)
+            except Exception as e:        # reported with the row, and the run fails at the end
+                row.failed = f"{type(e).__name__}: {e}"[:200]
+            print(f"[{time.time() - t0:6.0f}s] {fam:8s} {shape:18s} {kind:8s} ({time.time() - t:.1f}s)"
+                  + (f" FAILED {row.failed}" if row.failed else ""), flush=True)
+    report = Tee(sys.stdout)
+    with contextlib.redirect_stdout(report):
+        params, host_us, out = tables(upstream, ours, up is not None)
+        print(f"\ntotal {time.time() - t0:.0f}s. Modeled times are outputs of a calibrated model, not measurements.")
+    if a.json:
+        write_atomic(pathlib.Path(a.json), json.dumps({"params": {**params.__dict__, "eager_host_us": host_us},
+                                                       "rows": out}, indent=1))
+    if a.plot:
+        for path in plots.roofline(out, pathlib.Path(a.plot)):
+            print(f"wrote {path}")
+    failed = [f"{r.family} {r.shape} ({r.kernel}): {r.failed}" for r in upstream + ours if r.failed]
+    if failed:
+        print(f"{len(failed)} rows could not be modeled:\n  " + "\n  ".join(failed), file=sys.stderr)
+        return 1
+    if a.docs:
+        replace_block(pathlib.Path(a.docs), report.text.strip("\n"))
+        print(f"wrote the tables into {a.docs}")
+    return 0
+
+
+class Tee:
+    """A stdout that also keeps what was written (the report --docs puts into the docs)."""
+
+    def __init__(self, stream):
+        self.stream, self.parts = stream, []
+
+    def write(self, text):
+        self.parts.append(text)
+        return self.stream.write(text)
+
+    def flush(self):
+        self.stream.flush()
+
+    @property
+    def text(self) -> str:
+        return "".join(self.parts)
+
+
+DOCS_BEGIN, DOCS_END = "<!-- gfx950_model.py tables:begin -->", "<!-- gfx950_model.py tables:end -->"
+
+
+def replace_block(path: pathlib.Path, report: str) -> None:
+    """Put `report` in a code block between the markers of `path` (written whole or not at all)."""
+    text = path.read_text()
+    if text.count(DOCS_BEGIN) != 1 or text.count(DOCS_END) != 1 or text.index(DOCS_BEGIN) > text.index(DOCS_END):
+        raise SystemExit(f"--docs {path}: needs one {DOCS_BEGIN} ... {DOCS_END} block")
+    head, rest = text.split(DOCS_BEGIN)
+    _, tail = rest.split(DOCS_END)
+    write_atomic(path, f"{head}{DOCS_BEGIN}\n```\n{report}\n```\n{DOCS_END}{tail}")
+
+
+def tables(upstream, ours, calibrated: bool):
+    """Print the calibration (when upstream ran) and the flyaot table; (Params, host_us, JSON rows)."""
+    if calibrated:
+        params, host_us = calibrate(upstream)
+    else:
+        params, host_us = timing.Params(), 0.0
+    print("\nflyaot vs upstream on the model (us; floor = max of its HBM, MFMA, VALU terms; dev = device time: "
+          "kernels + -inf fill, no launch or host term)")
+    print(f"{'family':8s} {'shape':18s} {'flyaot':>9s} {'upstream':>9s} {'measured':>9s} {'target':>9s} "
+          f"{'floor':>8s} {'bound':>5s} {'dev/flr':>7s} {'up/flr':>7s} {'fly/up':>7s}")
+    out = []
+    for ru, rf in zip(upstream, ours):
+        mu, mf = ru.modeled(params, host_us), rf.modeled(params, host_us)
+        du, df = ru.device(params), rf.device(params)
+        fl = rf.floor
+        print(f"{ru.family:8s} {ru.shape:18s} {fmt(mf)} {fmt(mu)} {fmt(ru.measured)} {fmt(ru.target)} "
+              f"{fl.us:8.2f} {fl.bound:>5s} {ratio(df, fl.us)} {ratio(du, fl.us)} {ratio(mf, mu)}  {rf.note}")
+        for r, mod, dev in ((ru, mu, du), (rf, mf, df)):
+            if r.kernel == "upstream" and not calibrated:
+                continue
+            out.append({"family": r.family, "shape": r.shape, "kernel": r.kernel, "modeled_us": mod,
+                        "device_us": dev, "measured_us": r.measured if r.kernel == "upstream" else None,
+                        "target_us": r.target, "floor_us": fl.us, "floor_terms_us": fl.terms,
+                        "floor_bound": fl.bound, "fit": r.fit, "sampling_error": r.sampling_error,
+                        "note": r.note, "failed": r.failed})
+    return params, host_us, out
+
+
+def write_atomic(path: pathlib.Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+def calibrate(upstream):
+    """Fit on every other modeled upstream row of each family, validate on the rest; print both."""
     for fam in ("decode", "prefill", "gemm"):
-        reach = [r for r in upstream if r.family == fam and r.replays]
+        reach = [r for r in upstream if r.family == fam and r.replays and r.measured is not None]
         for i, r in enumerate(reach):
             r.fit = i % 2 == 0
     fitted = [r for r in upstream if r.fit]
@@ -337,9 +493,11 @@ def main():
     print(f"{'family':8s} {'shape':18s} {'half':4s} {'modeled':>9s} {'measured':>9s} {'error':>7s} {'samp':>5s}")
     halves = {True: [], False: []}
     for r in upstream:
+        if r.measured is None:
+            continue
         mod = r.modeled(params, host_us)
         if mod is None:
-            print(f"{r.family:8s} {r.shape:18s} {'-':4s} {'-':>9s} {r.measured:9.2f} {'-':>7s}   {r.note}")
+            print(f"{r.family:8s} {r.shape:18s} {'-':4s} {'-':>9s} {r.measured:9.2f} {'-':>7s}   FAILED")
             continue
         e = error(mod, r.measured)
         halves[r.fit].append(e)
@@ -351,26 +509,8 @@ def main():
             inside = sum(abs(e) <= 0.30 for e in es)
             print(f"{name}: {len(es)} rows, geomean |error| {100 * geomean_abs(es):.1f}%, "
                   f"max |error| {100 * max(map(abs, es)):.1f}%, within +-30%: {inside}/{len(es)}")
-    print("\nflyaot vs upstream on the model (us; bound = max(HBM bytes / 8 TB/s, MFMA work / peak))")
-    print(f"{'family':8s} {'shape':18s} {'flyaot':>9s} {'upstream':>9s} {'measured':>9s} {'target':>9s} "
-          f"{'bound':>8s} {'fly/up':>7s}")
-    out = []
-    for ru, rf in zip(upstream, ours):
-        mu, mf = ru.modeled(params, host_us), rf.modeled(params, host_us)
-        f = lambda x: f"{x:9.2f}" if x is not None else f"{'-':>9s}"   # noqa: E731
-        ratio = f"{mf / mu:7.2f}" if mu and mf else f"{'-':>7s}"
-        print(f"{ru.family:8s} {ru.shape:18s} {f(mf)} {f(mu)} {f(ru.measured)} {f(ru.target)} "
-              f"{(ru.bound_us or 0):8.2f} {ratio}  {rf.note}")
-        for r, mod in ((ru, mu), (rf, mf)):
-            out.append({"family": r.family, "shape": r.shape, "kernel": r.kernel, "modeled_us": mod,
-                        "measured_us": r.measured if r.kernel == "upstream" else None,
-                        "target_us": r.target, "bound_us": r.bound_us, "fit": r.fit,
-                        "sampling_error": r.sampling_error, "note": r.note})
-    if a.json:
-        pathlib.Path(a.json).write_text(json.dumps({"params": {**params.__dict__, "eager_host_us": host_us},
-                                                    "rows": out}, indent=1))
-    print(f"\ntotal {time.time() - t0:.0f}s. Modeled times are outputs of a calibrated model, not measurements.")
+    return params, host_us
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

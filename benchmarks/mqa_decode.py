@@ -20,6 +20,8 @@ from flyaot.ops.timing import graph_median_us, on_prebuilt_target
 from flyaot.kernel_defs.mqa_common import layouts
 from flyaot.kernel_defs.mqa_decode import plan as P
 from flyaot.kernel_defs.mqa_decode.geometry import direct_tile
+from flyaot.kernel_defs.mqa_decode.specs import FAMILY
+from flyaot.kernel_defs.mqa_runs_schedule.plan import default_parallel_units
 from flyaot.ops import pa_mqa_logits_fp4
 
 # (batch, next_n, max_ctx, heads, upstream target in us)
@@ -60,7 +62,7 @@ def time_device(args, msl, next_n, rounds):
 
 def _counters(params):
     """Emulator counters of the last launch of the spec `params`."""
-    return runtime.kernel(P.FAMILY, params).loaded(-1).launcher.last_counters
+    return runtime.kernel(FAMILY.name, params).loaded(-1).launcher.last_counters
 
 
 def emulate(args, msl, next_n, full_msl):
@@ -75,9 +77,10 @@ def emulate(args, msl, next_n, full_msl):
     runtime.launch(plan)
     direct = _counters(plan.params)
     bk, nw = P.DEFAULT_TILE
-    pa_mqa_logits_fp4(*args, msl, next_n=next_n, block_k=bk, num_warps=nw)
-    staged = {"path": "staged", "heads": s.heads, "head_dim": s.head_dim, "page_size": PAGE, "block_k": bk,
-              "num_warps": nw, "weight_load": "vector"}
+    # an explicit parallel_unit_num is not a hint: the op takes the staged path with its internal schedule
+    units = default_parallel_units(s.batch, next_n, msl, bk)
+    pa_mqa_logits_fp4(*args, msl, next_n=next_n, block_k=bk, num_warps=nw, parallel_unit_num=units)
+    staged = P.staged_params(s.heads, s.head_dim, PAGE, bk, nw)
     return [(f"direct t{tile}{' sw' if scalar else ''}", direct),
             (f"staged {bk}x{nw}", _counters(staged))]
 

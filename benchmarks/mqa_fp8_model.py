@@ -16,6 +16,7 @@ import sys
 import torch
 
 from flyaot.emu import timing
+from flyaot.runtime.drivers import emu
 from flyaot.emu.isa.gfx950 import timing as T
 
 DECODE = [(2, 1, 512), (3, 1, 1024), (4, 1, 2048), (16, 1, 4352), (8, 1, 8192), (1, 1, 32768), (1, 1, 65536),
@@ -36,7 +37,7 @@ def _floor_us(hbm_bytes, flops):
 
 def _modeled(call, samples, fill_bytes=0):
     params = timing.Params()
-    with timing.record(params=params, samples=samples, functional=False) as rec:
+    with emu.recording(params=params, samples=samples, functional=False) as rec:
         call()
     kernels = [(name, t.kernel_us) for name, t, _ in rec.launches]
     fill = fill_bytes / (T.HBM_BYTES_PER_S * min(1.0, params.bandwidth_efficiency)) * 1e6

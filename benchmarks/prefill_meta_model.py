@@ -13,18 +13,17 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-os.environ["FLYAOT_DEVICE"] = "emu"
 
 from flyaot import runtime  # noqa: E402
 from flyaot.compat import aiter  # noqa: E402
-from flyaot.emu import timing  # noqa: E402
+from flyaot.runtime.drivers import emu  # noqa: E402
 from flyaot.kernel_defs.mqa_prefill import plan as prefill_plan  # noqa: E402
 from flyaot.kernel_defs.mqa_prefill_meta import plan as meta  # noqa: E402
 from flyaot.kernel_defs.mqa_prefill_meta.geometry import CTA_INFO_INTS  # noqa: E402
 
 
 def modeled(plan, samples):
-    with timing.record(samples=samples, functional=True) as rec:
+    with emu.recording(samples=samples, functional=True) as rec:
         runtime.launch(plan)
     (name, t, _), = rec.launches
     return t.kernel_us

@@ -56,17 +56,20 @@ class Emulator:
         return EmuFunction(name, Prepared.of(prog), module.info.kernel(name))
 
     def launch(self, function: EmuFunction, grid, block, kernarg: bytes, buffers=(),
-               lds_bytes: int = 0, progress=None) -> Counters:
-        """Run one launch to completion; `progress(workgroups done)` is called after each workgroup
-        (not in timing mode, which emulates only a sample)."""
+               lds_bytes: int = 0, recorder: timing.Recorder = None, progress=None) -> Counters:
+        """Run the kernel to completion; `progress(workgroups done)` is called after each workgroup
+        (not when timed: timing emulates only a sample). With a `recorder` (or FLYAOT_EMU_TIMING set)
+        the launch is also timed: its counters carry the modeled time as `.timing`."""
         mem = Memory()
         for t in buffers:
             mem.register_tensor(t)
         kernarg = _with_hidden_args(function.kernel, bytes(kernarg), grid, block)
         launch = Launch(function.prepared, grid, block, kernarg, mem, lds_bytes)
-        if not timing.enabled():
+        if recorder is None:
+            recorder = timing.from_env()
+        if recorder is None:
             return launch.run(progress)
-        result = timing.time_driver_launch(function.name, launch)
+        result = recorder.time(function.name, launch)
         counters = launch.counters
         counters.timing = result          # the modeled MI355X time of this launch
         log.info("%s: modeled %.2f us on MI355X (timing model, sampling error %.0f%%)",

@@ -56,20 +56,35 @@ OPS = {"gemm": _gemm, "decode": _decode, "prefill": _prefill}
 
 
 def modeled_us(family: str, *shape, samples: int = 8) -> dict:
-    """{'us', 'kernels': [(name, us, sampling error)], 'fill_us', 'launch_us', 'validation_error'} for one
-    op call; 'us' is the sum of the kernels, the fill and the launch term."""
-    import os
-
+    """{'us', 'kernels': [(name, us, sampling error)], 'fill_us', 'launch_us', 'device_us',
+    'validation_error'} for one op call; 'us' is the sum of the kernels, the fill and the launch term,
+    'device_us' the same without the launch term. CPU tensors run on the emulator; the caller's runtime
+    and environment are left as they are."""
     from ..emu import timing
     from ..emu.isa.gfx950 import timing as T
-    os.environ["FLYAOT_DEVICE"] = "emu"
-    from ..runtime import reset
-    reset()
+    from ..runtime.drivers import emu
+    if family not in OPS:
+        raise ValueError(f"family {family!r}: expected one of {', '.join(sorted(OPS))}")
     call, fill_bytes = OPS[family](*shape)
     params = timing.Params()
-    with timing.record(params=params, samples=samples, functional=False) as rec:
+    with emu.recording(params=params, samples=samples, functional=False) as rec:
         call()
     kernels = [(name, t.kernel_us, t.sampling_error) for name, t, _ in rec.launches]
     fill = fill_bytes / (T.HBM_BYTES_PER_S * min(1.0, params.bandwidth_efficiency)) * 1e6
-    return {"us": sum(k[1] for k in kernels) + fill + params.launch_us, "kernels": kernels,
-            "fill_us": fill, "launch_us": params.launch_us, "validation_error": T.VALIDATION.get(family)}
+    device = sum(k[1] for k in kernels) + fill
+    return {"us": device + params.launch_us, "kernels": kernels, "fill_us": fill, "launch_us": params.launch_us,
+            "device_us": device, "validation_error": T.VALIDATION.get(family)}
+
+
+def floor(family: str, *shape):
+    """The physical floor (flyaot.ops.floors.Floor) of the call `flyaot model FAMILY SHAPE` models:
+    decode rows all at MAX_CTX, prefill with the varqlen tail-causal windows."""
+    from . import floors
+    if family == "decode":
+        b, next_n, ctx, *heads = shape
+        return floors.mqa_decode([ctx] * b, next_n, *heads, max_seq_len=ctx)
+    if family == "prefill":
+        return floors.mqa_prefill(*shape)
+    if family == "gemm":
+        return floors.gemm_a16wfp4(*shape)
+    raise ValueError(f"family {family!r}: expected one of {', '.join(sorted(OPS))}")

@@ -2,38 +2,41 @@
 
 It is a model, calibrated against a handful of published MI355X kernel times (see
 docs/timing-model.md for its constants, their sources and its validation error), not a measurement.
+Timing is requested per launch: `Emulator.launch(..., recorder=Recorder(...))`, or for every launch
+under FLYAOT_EMU_TIMING (`from_env()`). Nothing here holds state between launches.
 """
-import contextlib
 
 from ...formats import env
 from .model import Params, Timing, model, occupancy, sample_ids, time_launch
 
-_RECORDERS: list = []
-
-
-def enabled() -> bool:
-    """Timing is on for emulator launches under FLYAOT_EMU_TIMING=1 (or =sample), or inside record()."""
-    return bool(_RECORDERS) or env.value("FLYAOT_EMU_TIMING") != "off"
-
 
 class Recorder:
-    """Collects (kernel name, Timing, replay) of every emulator launch made while it is active."""
+    """How to time the launches it is handed (parameters, sample size, whether every workgroup runs)
+    and, when `keep`, the (kernel name, Timing, replay) of each of them in `launches`.
+    functional=False runs only the sampled workgroups: outputs are then incomplete (for timing
+    studies of shapes too large to emulate)."""
 
-    def __init__(self, params: Params, samples: int, functional: bool):
-        self.params, self.samples, self.functional = params, samples, functional
+    def __init__(self, params: Params = Params(), samples: int = 16, functional: bool = True, keep: bool = True):
+        if samples < 1:
+            raise ValueError(f"Recorder: samples must be >= 1, got {samples}")
+        self.params, self.samples, self.functional, self.keep = params, samples, functional, keep
         self.launches: list = []
 
+    def time(self, name: str, launch) -> Timing:
+        """Run `launch` (machine.Launch) with timing and return its modeled time."""
+        res = time_launch(launch, samples=self.samples, functional=self.functional, params=self.params)
+        if self.keep:
+            self.launches.append((name, res, replay(launch)))
+        return res
 
-@contextlib.contextmanager
-def record(params: Params = Params(), samples: int = 16, functional: bool = True):
-    """Model every emulator launch inside the block. functional=False runs only the sampled
-    workgroups: outputs are then incomplete (for timing studies of shapes too large to emulate)."""
-    rec = Recorder(params, samples, functional)
-    _RECORDERS.append(rec)
-    try:
-        yield rec
-    finally:
-        _RECORDERS.remove(rec)
+
+def from_env():
+    """The Recorder FLYAOT_EMU_TIMING asks for (=1: every workgroup runs, =sample: only the sampled
+    ones; FLYAOT_EMU_TIMING_SAMPLES workgroups; nothing kept), or None when it is off."""
+    mode = env.value("FLYAOT_EMU_TIMING")
+    if mode == "off":
+        return None
+    return Recorder(samples=env.value("FLYAOT_EMU_TIMING_SAMPLES"), functional=mode != "sample", keep=False)
 
 
 def replay(launch):
@@ -46,16 +49,5 @@ def replay(launch):
     return again
 
 
-def time_driver_launch(name, launch) -> Timing:
-    """The driver's entry: model `launch` with the innermost recorder's settings (or the env's)."""
-    if _RECORDERS:
-        rec = _RECORDERS[-1]
-        res = time_launch(launch, samples=rec.samples, functional=rec.functional, params=rec.params)
-        rec.launches.append((name, res, replay(launch)))
-        return res
-    return time_launch(launch, samples=env.value("FLYAOT_EMU_TIMING_SAMPLES"),
-                       functional=env.value("FLYAOT_EMU_TIMING") != "sample")
-
-
-__all__ = ["Params", "Recorder", "replay", "Timing", "enabled", "model", "occupancy", "record", "sample_ids",
-           "time_driver_launch", "time_launch"]
+__all__ = ["Params", "Recorder", "replay", "Timing", "from_env", "model", "occupancy", "sample_ids",
+           "time_launch"]

@@ -2,11 +2,31 @@
 
 Launches pack the kernarg segment exactly as the hardware would read it and hand the emulator the
 CPU tensors whose memory the kernel may touch. Stream handles are meaningless here and ignored.
+`recording(...)` asks the emulator to time the launches made inside it (the timing model,
+docs/timing-model.md): the request travels with the calling context (a context variable, so other
+threads and tasks are not timed) and reaches the emulator as its launch's `recorder` argument.
 """
+import contextlib
+import contextvars
 import math
 
 from ... import targets
 from ..progress import Progress
+
+_recorder = contextvars.ContextVar("flyaot_emu_recorder", default=None)
+
+
+@contextlib.contextmanager
+def recording(params=None, samples: int = 16, functional: bool = True):
+    """Model every emulator launch this context makes inside the block; yields the emulator's
+    timing Recorder, whose `launches` lists (kernel name, Timing, replay) in launch order."""
+    from flyaot.emu import timing
+    rec = timing.Recorder(params if params is not None else timing.Params(), samples, functional)
+    token = _recorder.set(rec)
+    try:
+        yield rec
+    finally:
+        _recorder.reset(token)
 
 
 class EmuDriver:
@@ -67,7 +87,7 @@ class EmuLauncher:
         bar = Progress(f"emulating {layout.symbol}", workgroups, "workgroups", delay=self.progress_delay)
         try:
             self.last_counters = self._emu.launch(self._function, tuple(grid), layout.block, kernarg, buffers,
-                                                  progress=bar.update)
+                                                  recorder=_recorder.get(), progress=bar.update)
         finally:
             bar.close()
         return 0

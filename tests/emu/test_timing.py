@@ -161,6 +161,7 @@ def test_timing_leaves_results_bit_identical(emu_samples_store, tmp_path, monkey
     from flyaot.kernel_defs.emu_samples import plan, reference
     from flyaot.runtime.config import Config
     from flyaot.runtime.dispatch import Runtime
+    from flyaot.runtime.drivers import emu as emu_driver
     cfg = dataclasses.replace(Config.from_env(), package_store=tmp_path / "none",
                               extra_stores=(emu_samples_store,), cache_dir=tmp_path / "cache",
                               disable_jit=True, record_misses="", device="emu")
@@ -168,7 +169,7 @@ def test_timing_leaves_results_bit_identical(emu_samples_store, tmp_path, monkey
     for kernel in plan.KERNELS:
         plain, timed, by_env = (reference.make_case(kernel) for _ in range(3))
         rt.launch(plan.plan(kernel, plain), None)
-        with timing.record() as rec:
+        with emu_driver.recording() as rec:
             rt.launch(plan.plan(kernel, timed), None)
         with monkeypatch.context() as mp:
             mp.setenv("FLYAOT_EMU_TIMING", "1")

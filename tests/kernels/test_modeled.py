@@ -4,10 +4,12 @@ import os
 import re
 import subprocess
 import sys
+import threading
 
 import pytest
 
 from flyaot.emu.isa.gfx950 import timing as T
+from flyaot.ops import modeled
 
 
 def test_modeled_time_of_a_gemm_says_it_is_a_model(tmp_path):
@@ -25,6 +27,12 @@ def test_modeled_time_of_a_gemm_says_it_is_a_model(tmp_path):
     assert kernels and all(k > 0 for k in kernels)
     assert launch == pytest.approx(T.LAUNCH_US, abs=0.005)
     assert total == pytest.approx(sum(terms), abs=0.02)       # every term of the total is printed
+    floor, dev, ratio = (float(x) for x in re.search(
+        r"floor ([\d.]+) us \(\w+-bound; HBM [\d.]+, MFMA [\d.]+, VALU [\d.]+ us\): device time ([\d.]+) us = "
+        r"([\d.]+)x the floor", p.stdout).groups())
+    exact = modeled.floor("gemm", 1024, 3584, 1).us
+    assert floor == pytest.approx(exact, abs=0.01)
+    assert dev == pytest.approx(total - launch, abs=0.02) and ratio == pytest.approx(dev / exact, rel=0.01)
 
 
 def test_model_json_and_the_sampling_error_warning(tmp_path):
@@ -42,3 +50,40 @@ def test_model_json_and_the_sampling_error_warning(tmp_path):
     assert [t["term"] for t in r["terms"]][-1] == "launch overhead"
     worst = max(t["sampling_error"] or 0 for t in r["terms"])
     assert worst > 0.10 and "pass a larger --samples" in r["warning"]
+
+
+def _gemm_call():
+    pytest.importorskip("numpy")
+    call, _ = modeled.OPS["gemm"](512, 1024, 1)       # served by the prebuilt set
+    return call
+
+
+def test_modeled_leaves_the_environment_and_the_callers_kernels(monkeypatch):
+    monkeypatch.setenv("FLYAOT_DISABLE_JIT", "1")
+    monkeypatch.delenv("FLYAOT_DEVICE", raising=False)
+    from flyaot import runtime
+    runtime.reset()
+    _gemm_call()()                                     # the caller's own launch loads a kernel
+    rt = runtime.runtime()
+    loaded = dict(rt._loaded)
+    env = dict(os.environ)
+    r = modeled.modeled_us("gemm", 512, 1024, 1, samples=1)
+    assert r["kernels"] and r["us"] > r["device_us"] > 0
+    assert dict(os.environ) == env
+    assert runtime.runtime() is rt and all(rt._loaded.get(k) is v for k, v in loaded.items())
+
+
+def test_recording_times_only_the_launches_of_its_own_context(monkeypatch):
+    monkeypatch.setenv("FLYAOT_DISABLE_JIT", "1")
+    monkeypatch.delenv("FLYAOT_EMU_TIMING", raising=False)
+    from flyaot.runtime.drivers import emu
+    call = _gemm_call()
+    with emu.recording(samples=1) as rec:
+        worker = threading.Thread(target=call)
+        worker.start()
+        worker.join()
+        assert rec.launches == []                      # another thread's launch is not this block's
+        call()
+        assert [name for name, _, _ in rec.launches] and rec.launches[0][1].kernel_us > 0
+    call()
+    assert len(rec.launches) == 1

@@ -24,6 +24,7 @@ L1_BYTES_PER_CLK_PER_CU = 64       # vector L1 data return per CU
 ISSUE_CYCLES = 4            # a SIMD offers each wave an issue slot once per 4 cycles
 WAIT_STATE_CYCLES = 4       # one s_nop wait state = one issue slot
 VALU_CYCLES = 4             # wave64 over a 16-lane SIMD: 4 passes of 16 lanes
+PACKED_F32_PER_LANE = 2     # f32 results per lane of a packed VALU op (v_pk_fma_f32, v_pk_mul_f32) at that rate
 VALU_TRANS_CYCLES = 8       # transcendentals (CDNA4 doubled the CDNA3 quarter rate)
 VALU_QUARTER_CYCLES = 16    # 32-bit integer multiplies, 64-bit integer multiply-add
 VALU_64BIT_CYCLES = 8       # 64-bit integer shifts/adds (two dword passes)

@@ -1,0 +1,203 @@
+"""Every script in benchmarks/ runs, as a user runs it, at a tiny size and produces its rows.
+
+Each test starts the real script in a fresh interpreter (the scripts patch module globals and read
+the environment, so they never share a process) with arguments that keep it to seconds, against the
+prebuilt store with the JIT off (a missing spec fails instead of compiling), and checks the lines
+and numbers it prints. The parts that need upstream aiter run only where its checkout is present
+(FLYAOT_AITER_DIR, default /work/upstream/aiter); the rest runs everywhere.
+"""
+import json
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+BENCH = REPO / "benchmarks"
+AITER = pathlib.Path(os.environ.get("FLYAOT_AITER_DIR", "/work/upstream/aiter"))
+HELPERS = {"aiter_kernels.py", "cubin_store.py", "plots.py", "sweep.py"}     # imported by the scripts, not run
+NUM = r"[-+]?\d+(?:\.\d+)?"
+
+
+def run(script, *args, timeout=240, ok=True, **env):
+    e = dict(os.environ, FLYAOT_DISABLE_JIT="1", **{k: str(v) for k, v in env.items()})
+    p = subprocess.run([sys.executable, str(BENCH / script), *map(str, args)], capture_output=True, text=True,
+                       timeout=timeout, env=e, cwd=REPO)
+    if ok:
+        assert p.returncode == 0, f"{script} {args} exited {p.returncode}:\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}"
+    return p
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("FLYAOT_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def needs_flydsl():
+    pytest.importorskip("flydsl", reason="compiles kernels: needs FlyDSL")
+
+
+SMOKED = set()
+
+
+def smokes(script):
+    SMOKED.add(script)
+    return lambda fn: fn
+
+
+def test_every_script_has_a_smoke_test():
+    scripts = {p.name for p in BENCH.glob("*.py")} - HELPERS
+    assert scripts == SMOKED, f"benchmarks without a smoke test: {sorted(scripts - SMOKED)}; " \
+                              f"smoke tests of missing scripts: {sorted(SMOKED - scripts)}"
+
+
+def _table(stdout, header_word):
+    """Rows of the table whose header line starts with `family` and holds `header_word`."""
+    lines = stdout.splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.startswith("family") and header_word in ln)
+    rows = []
+    for ln in lines[start + 1:]:
+        if ln.split()[:1] not in (["decode"], ["prefill"], ["gemm"]):
+            break
+        rows.append(ln)
+    return rows
+
+
+@smokes("gfx950_model.py")
+def test_gfx950_model_flyaot_rows_floors_and_plot(tmp_path):
+    plot = pytest.importorskip("matplotlib", reason="--plot needs the bench extra") and tmp_path / "plots"
+    out, doc = tmp_path / "rows.json", tmp_path / "doc.md"
+    doc.write_text("# t\n<!-- gfx950_model.py tables:begin -->\nold\n<!-- gfx950_model.py tables:end -->\nafter\n")
+    p = run("gfx950_model.py", "--shape", "decode:2x1x512", "--shape", "prefill:1x64x512", "--shape",
+            "gemm:512x1024x1", "--samples", 2, "--prefill-samples", 2, "--json", out, "--plot", plot, "--docs", doc)
+    assert "no --aiter" in p.stdout
+    rows = _table(p.stdout, "dev/flr")
+    assert [r.split()[0] for r in rows] == ["decode", "prefill", "gemm"]
+    data = json.loads(out.read_text())["rows"]
+    assert [r["kernel"] for r in data] == ["flyaot"] * 3
+    for r, line in zip(data, rows):
+        assert r["device_us"] > 0 and r["modeled_us"] > r["device_us"] and not r["failed"]
+        assert r["floor_us"] == pytest.approx(max(r["floor_terms_us"].values()))
+        bound, ratio = re.search(rf"\s(hbm|mfma|valu)\s+({NUM})\s", line).groups()
+        assert bound == r["floor_bound"] == max(r["floor_terms_us"], key=r["floor_terms_us"].get)
+        assert float(ratio) == pytest.approx(r["device_us"] / r["floor_us"], rel=0.01) and float(ratio) >= 1.0
+    written = doc.read_text()
+    assert "old" not in written and written.endswith("after\n") and all(line in written for line in rows)
+    pngs = sorted(x.name for x in plot.iterdir())
+    assert pngs == ["roofline_decode.png", "roofline_gemm.png", "roofline_prefill.png"]
+    assert all((plot / n).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for n in pngs)
+
+
+def test_gfx950_model_exits_nonzero_naming_a_row_it_cannot_model():
+    p = run("gfx950_model.py", "--shape", "gemm:512x1024x1", "--shape", "gemm:1000x512x1", "--samples", 1, ok=False)
+    assert p.returncode == 1
+    assert "1 rows could not be modeled" in p.stderr and "gemm 1000x512 M=1 (flyaot)" in p.stderr
+    assert "gemm 512x1024" not in p.stderr
+
+
+@pytest.mark.parametrize("args, word", [(["--rows", "decode:99"], "--rows"), (["--shape", "gemm:1x2"], "--shape"),
+                                        (["--only", "nope"], "--only"), (["--aiter", "/nonexistent"], "--aiter"),
+                                        (["--docs", "/nonexistent.md"], "--docs")])
+def test_gfx950_model_refuses_bad_arguments_before_running(args, word, capsys, monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCH))      # in-process: the checks run before any row, so no launch
+    import gfx950_model
+    with pytest.raises(SystemExit) as e:
+        gfx950_model.main(args)
+    err = capsys.readouterr()
+    assert e.value.code != 0 and word in f"{e.value.code}{err.err}" and "[" not in err.out
+
+
+@pytest.mark.skipif(not AITER.is_dir(), reason=f"needs an aiter checkout at {AITER} (FLYAOT_AITER_DIR); "
+                                               "the flyaot-only path is smoked above")
+def test_gfx950_model_with_upstream_calibrates():
+    p = run("gfx950_model.py", "--aiter", AITER, "--rows", "decode:0,gemm:3", "--samples", 2)
+    assert re.search(r"fitted on 2 rows: launch_us=", p.stdout)
+    cal = _table(p.stdout, "measured")
+    assert [r.split()[:2] for r in cal][:2] == [["decode", "2x1x512"], ["gemm", "3584x512"]]
+    assert all(re.search(rf"fit\s+{NUM}\s+{NUM}\s+{NUM}%", r) for r in cal)
+    for r in _table(p.stdout, "dev/flr"):
+        assert len(re.findall(NUM, r)) >= 10, r     # flyaot, upstream, measured, target, floor, ratios
+
+
+@smokes("gemm_model_tune.py")
+def test_gemm_model_tune():
+    p = run("gemm_model_tune.py", "--only", 3, "--samples", 1, "--jobs", 2)
+    tried = re.findall(rf"3584x512 M=\s+1 .*:\s+({NUM}) us", p.stdout)
+    assert tried and all(float(t) > 0 for t in tried)
+    assert "<- current" in p.stdout and re.search(r"3584x512 d16\s+current .* best", p.stdout)
+
+
+@smokes("mqa_decode.py")
+def test_mqa_decode():
+    p = run("mqa_decode.py", "--only", 0, "--emu-max-ctx", 256)
+    for kernel in ("direct", "staged"):
+        m = re.search(rf"2x1x512 H64\s+{kernel} .* global B read/cell\s+({NUM})\s+instr/cell\s+({NUM})", p.stdout)
+        assert m and float(m.group(1)) > 0 and float(m.group(2)) > 0, (kernel, p.stdout)
+
+
+@smokes("mqa_prefill.py")
+def test_mqa_prefill():
+    p = run("mqa_prefill.py", "--only", 6, "--emu-max-kv", 256, "--emu-max-q", 8)
+    assert re.search(NUM, p.stdout)
+
+
+@smokes("gemm_a16wfp4.py")
+def test_gemm_a16wfp4():
+    p = run("gemm_a16wfp4.py", "--only", 1, "--emu-max-m", 1)
+    assert "3584" in p.stdout
+
+
+@smokes("prefill_meta_model.py")
+def test_prefill_meta_model():
+    p = run("prefill_meta_model.py", "--shapes", "1x8x256")
+    m = re.search(rf"windows\s+({NUM}) us, groups\s+({NUM}) us, convert .* ({NUM}) us", p.stdout)
+    assert m and all(float(x) > 0 for x in m.groups())
+
+
+@smokes("emulator.py")
+def test_emulator():
+    needs_flydsl()
+    p = run("emulator.py", "--n", 256, "--k", 256)
+    assert re.search(r"synthetic loop: \d+ wave-instructions", p.stdout)
+    err = float(re.search(rf"max rel. error vs torch ({NUM}(?:e[-+]\d+)?)", p.stdout).group(1))
+    assert err < 1e-2
+    assert len(re.findall(r"timing-model time [\d.]+ us", p.stdout)) == 2
+
+
+@smokes("host_checks.py")
+def test_host_checks():
+    p = run("host_checks.py", "--reps", 20)
+    assert len(re.findall(r"always-on checks [\d.]+ us per call", p.stdout)) == 3
+
+
+@smokes("schedule_cost.py")
+def test_schedule_cost():
+    p = run("schedule_cost.py", "--device", "cpu", "--n", 20, "--runs", 1)
+    assert re.search(NUM, p.stdout)
+
+
+@smokes("launch_overhead.py")
+def test_launch_overhead_dry():
+    if not (os.path.exists("/usr/bin/cc") or os.path.exists("/usr/bin/gcc")):
+        pytest.skip("--dry needs a C compiler")
+    p = run("launch_overhead.py", "--dry", "--n", 200, "--runs", 1)
+    assert len(re.findall(r"us/launch", p.stdout)) == 4
+
+
+@smokes("startup.py")
+def test_startup():
+    p = run("startup.py", "--repeat", 1, "--loads", 2)
+    assert re.search(r"import flyaot \(\+runtime, ops\)\s+[\d.]+ ms", p.stdout)
+    assert re.search(r"open store index\s+[\d.]+ ms\s+\(\d+ specs\)", p.stdout)
+    assert re.search(r"per-code-object load\s+[\d.]+ ms median", p.stdout)
+
+
+@smokes("build.py")
+def test_build_throughput():
+    needs_flydsl()
+    p = run("build.py", "--sample", 1, "--no-full-set", timeout=400)
+    assert re.search(r"1 worker\(s\): 1 specs in [\d.]+s", p.stdout) and "speedup 2 vs 1 workers" in p.stdout
+    assert "full set" not in p.stdout
