@@ -6,6 +6,7 @@ workgroups per dimension; `buffers` are the CPU tensors the kernel may touch (th
 the global address space, so kernarg pointers are plain tensor.data_ptr() values).
 """
 import logging
+import os
 import struct
 from dataclasses import dataclass
 
@@ -13,9 +14,10 @@ from flyaot.formats import codeobject
 
 from .counters import Counters
 from .decode import ISA_ARCH
-from .machine import Launch, Prepared
+from .machine import Launch, Prepared, parse_schedule
 from .memory import Memory
 from .program import Program
+from .sanitizer import Sanitizer, enabled_by_env
 from . import timing
 
 log = logging.getLogger("flyaot.emu")
@@ -42,7 +44,22 @@ class EmuFunction:
 
 
 class Emulator:
-    """Loads code objects and runs their kernels on the CPU (the runtime adapts it as the emu driver)."""
+    """Loads code objects and runs their kernels on the CPU (the runtime adapts it as the emu driver).
+
+    sanitize: run every launch under the sanitizer (emu/sanitizer.py; a defect raises
+    SanitizerError); None follows FLYAOT_EMU_SANITIZE. schedule: None follows FLYAOT_EMU_SCHEDULE
+    ('random:SEED' interleaves the waves of a workgroup at random between barriers), an int is such
+    a seed, 'turn' the default in-turn order.
+    """
+
+    def __init__(self, sanitize: bool | None = None, schedule=None):
+        if sanitize is not None and not isinstance(sanitize, bool):
+            raise TypeError(f"Emulator(sanitize=...) takes True, False or None, got {sanitize!r}")
+        if schedule is not None and not isinstance(schedule, (int, str)) or isinstance(schedule, bool):
+            raise TypeError(f"Emulator(schedule=...) takes None, an int seed or 'random:SEED', got {schedule!r}")
+        self.sanitize = sanitize
+        self.schedule = parse_schedule(schedule) if isinstance(schedule, str) else schedule
+        self._schedule_given = schedule is not None
 
     def load_module(self, code_object: bytes) -> EmuModule:
         data = bytes(code_object)
@@ -61,8 +78,17 @@ class Emulator:
         for t in buffers:
             mem.register_tensor(t)
         kernarg = _with_hidden_args(function.kernel, bytes(kernarg), grid, block)
-        launch = Launch(function.prepared, grid, block, kernarg, mem, lds_bytes)
+        sanitize = enabled_by_env() if self.sanitize is None else self.sanitize
+        schedule = self.schedule if self._schedule_given else \
+            parse_schedule(os.environ.get("FLYAOT_EMU_SCHEDULE", ""))
+        launch = Launch(function.prepared, grid, block, kernarg, mem, lds_bytes, schedule=schedule)
+        if sanitize:
+            launch.probe = Sanitizer(launch)
         if not timing.enabled():
+            return launch.run()
+        if sanitize or schedule is not None:
+            log.warning("%s: not timed: the timing model does not run under the sanitizer or a schedule",
+                        function.name)
             return launch.run()
         result = timing.time_driver_launch(function.name, launch)
         counters = launch.counters
