@@ -231,6 +231,7 @@ class Sanitizer:
         self.instrs = launch.prep.instrs
         self.mem_state: dict = {}   # allocation index -> per-byte global access records
         self.wg = None
+        self.l_unread: list = []
         self.cur = None
         launch.mem.watch = self
 
@@ -243,6 +244,8 @@ class Sanitizer:
 
     # ----- probe: workgroups -----
     def workgroup(self, wg_id, waves):
+        self.end_workgroup()
+        self.l_unread: list = []    # (bytes, wave, k) of LDS reads of bytes not yet written
         self.wg = tuple(int(g) for g in wg_id)
         sg = self.launch.initial_sgprs(wg_id).keys()
         nv = self.launch.initial_vgprs()
@@ -263,9 +266,30 @@ class Sanitizer:
         self.dma_ops: dict = {}
 
     def released(self, waves):
+        self._flush_uninit()
         self.epoch += 1
 
+    def _flush_uninit(self):
+        """Reads of LDS bytes not written when read, and still unwritten at the end of the epoch."""
+        for b, wid, k in self.l_unread:
+            never = ~self.l_written[b]
+            if never.any():
+                j = int(b[np.flatnonzero(never)[0]])
+                self._fail("uninit", f"wave {wid}: LDS byte 0x{j:x} read at {self._where(k)} was never "
+                                     f"written by this workgroup")
+            late = self.l_wepoch[b] == self.epoch
+            if late.any():              # written after the read, in this epoch, by the reader itself
+                j = int(b[np.flatnonzero(late)[0]])
+                self._fail("uninit", f"wave {wid}: LDS byte 0x{j:x} read at {self._where(k)} before "
+                                     f"this workgroup wrote it (at {self._where(int(self.l_wk[j]))})")
+        self.l_unread = []
+
+    def end_workgroup(self):
+        if self.wg is not None:
+            self._flush_uninit()
+
     def finish(self):
+        self.end_workgroup()
         self.launch.mem.watch = None
 
     # ----- probe: instructions -----
@@ -366,10 +390,10 @@ class Sanitizer:
             self._race_lds(w, k, "read" if mode == "r" else "written", b[j], int(self.l_wwave[b[j]]),
                            int(self.l_wk[b[j]]), "written")
         if mode == "r":
-            if not self.l_written[b].all():
-                j = int(np.flatnonzero(~self.l_written[b])[0])
-                self._fail("uninit", f"wave {wid}: LDS byte 0x{int(b[j]):x} read at {self._where(k)} "
-                                     f"was never written by this workgroup")
+            unwritten = ~self.l_written[b]
+            if unwritten.any():
+                # uninit unless another wave writes it before the next barrier (then: a race)
+                self.l_unread.append((b[unwritten], wid, k))
             fresh = self.l_repoch[b] != ep
             rm = self.l_rmask[b]
             rm[fresh] = 0
