@@ -56,26 +56,31 @@ def patching(monkeypatch, symbol: str, pick, words=nops) -> list:
     return patched
 
 
+def same_bits(a, b) -> bool:
+    return a.shape == b.shape and torch.equal(a.contiguous().view(torch.uint8), b.contiguous().view(torch.uint8))
+
+
 # ----- the kernels (the families' selftest problems, smallest first) -----
 PREFILL_SYMBOL = "mqa_prefill_fp4_h64_d128_p64"
 GEMM_TILE_SYMBOL = "gemm_a16wfp4_prefill_m64_n128_s1_k1"
 DIRECT_DECODE_SYMBOL = "mqa_decode_direct_h64_d128_p64_bk32_w2"
 
 
+# Each returns (ok, detail, output) with ok/detail against the family's torch reference.
 def prefill():
-    """Explicit windows on H64 D128 page 64 (4 waves share each LDS-staged KV chunk); returns
-    (ok, detail) against the torch reference."""
+    """Explicit windows on H64 D128 page 64 (4 waves share each LDS-staged KV chunk; the op also runs
+    the mqa_prefill_meta kernels)."""
     from flyaot.ops import pa_mqa_logits_fp4_prefill
     from flyaot.ops._mqa_prefill import _hook_case, _hook_metrics
     i32 = lambda v: torch.tensor(v, dtype=torch.int32)      # noqa: E731
     rb, ls, le = i32([0, 0, 0, 1, 0]), i32([0, 10, 70, 0, 5]), i32([150, 120, 70, 90, 149])
     case, dev = _hook_case(5, [150, 90], 64, 160, 128, "cpu")
     out = pa_mqa_logits_fp4_prefill(*dev, rb, ls, le, 160, weight_scale=1.5)
-    return _hook_metrics(out, case, rb, ls, le, 1.5)
+    return (*_hook_metrics(out, case, rb, ls, le, 1.5), out)
 
 
 def gemm_tile():
-    """The 64x128 A16WFP4 GEMM tile (LDS-DMA double buffer) at M40 N256 K256; (ok, output)."""
+    """The 64x128 A16WFP4 GEMM tile (LDS-DMA double buffer) at M40 N256 K256."""
     from flyaot.kernel_defs.gemm_a16wfp4.reference import gemm_reference, random_weight
     from flyaot.ops import gemm_a16wfp4, prepare_mxfp4_weight
     g = torch.Generator().manual_seed(552)
@@ -84,17 +89,45 @@ def gemm_tile():
     y = gemm_a16wfp4(x, prepare_mxfp4_weight(w, s))
     ref = gemm_reference(x, w, s)
     rel = ((y.float() - ref.float()).norm() / ref.float().norm()).item()
-    return rel <= 1e-4, y
+    return rel <= 1e-4, f"rel L2 {rel:.3g}", y
+
+
+def split_k_gemm():
+    """A split-K decode GEMM config (M7 N256 K512: waves of a workgroup sum their partials in LDS)."""
+    from flyaot.kernel_defs.gemm_a16wfp4.reference import gemm_reference, random_weight
+    from flyaot.ops import gemm_a16wfp4, prepare_mxfp4_weight
+    g = torch.Generator().manual_seed(775)
+    w, s = random_weight(256, 512, generator=g)
+    x = torch.randn(7, 512, generator=g).to(torch.bfloat16)
+    y = gemm_a16wfp4(x, prepare_mxfp4_weight(w, s))
+    ref = gemm_reference(x, w, s)
+    rel = ((y.float() - ref.float()).norm() / ref.float().norm()).item()
+    return rel <= 1e-4, f"rel L2 {rel:.3g}", y
+
+
+def staged_decode():
+    """The staged-LDS decode kernel (H16 D128 page 64) with its internal schedule (the
+    mqa_runs_schedule kernel), next_n 2."""
+    return _decode(1, [100, 0, 37], 2, 16, 128)
 
 
 def direct_decode():
-    """The direct decode kernel (H64 D128 page 64, 32-token blocks, 2 waves), next_n 3; (ok, detail)."""
+    """The direct decode kernel (H64 D128 page 64, 32-token blocks, 2 waves), next_n 3."""
+    return _decode(7, [70, 0, 130], 3, 64, 160)
+
+
+def _decode(seed, ctx, next_n, heads, msl):
     from flyaot.kernel_defs.mqa_common.reference import compare, passes
     from flyaot.kernel_defs.mqa_decode.reference import pa_mqa_logits_reference, visible_mask
     from flyaot.ops import pa_mqa_logits_fp4
     from flyaot.ops._mqa_decode import _hook_problem
-    cpu, dev = _hook_problem(7, [70, 0, 130], 3, 64, "cpu", head_dim=128, page=64)
-    out = pa_mqa_logits_fp4(*dev, 160, next_n=3, weight_scale=1.5, kv_block_size=64)
-    ref = pa_mqa_logits_reference(*cpu, 160, weight_scale=1.5, next_n=3)
-    m = compare(out, ref, visible_mask(cpu[-1], 3, 160))
-    return passes(m), m
+    cpu, dev = _hook_problem(seed, ctx, next_n, heads, "cpu", head_dim=128, page=64)
+    out = pa_mqa_logits_fp4(*dev, msl, next_n=next_n, weight_scale=1.5, kv_block_size=64)
+    ref = pa_mqa_logits_reference(*cpu, msl, weight_scale=1.5, next_n=next_n)
+    m = compare(out, ref, visible_mask(cpu[-1], next_n, msl))
+    return passes(m), m, out
+
+
+# every family's kernels, through the public ops: (name, case)
+ALL = (("gemm_tile", gemm_tile), ("split_k_gemm", split_k_gemm), ("staged_decode", staged_decode),
+       ("direct_decode", direct_decode), ("prefill", prefill))

@@ -31,11 +31,13 @@ def _caught(run, kind) -> str:
 
 
 # ----- clean versions -----
-@pytest.mark.parametrize("run", [C.gemm_tile, C.direct_decode, C.prefill], ids=["gemm_tile", "direct_decode",
-                                                                              "prefill"])
-def test_shipped_kernel_runs_clean(run):
-    ok, detail = run()
+@pytest.mark.parametrize("run", [c for _, c in C.ALL], ids=[n for n, _ in C.ALL])
+def test_shipped_kernel_runs_clean(run, monkeypatch):
+    ok, detail, out = run()
     assert ok, detail
+    monkeypatch.setenv("FLYAOT_EMU_SANITIZE", "0")
+    _, _, plain = run()
+    assert C.same_bits(out, plain), "the sanitizer changed a result"
 
 
 # ----- the demos -----
