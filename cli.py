@@ -16,6 +16,13 @@ def _hook_arguments(parser) -> None:
                                          "if available")
 
 
+def _selftest_arguments(parser) -> None:
+    _hook_arguments(parser)
+    parser.add_argument("--sanitize", action="store_true",
+                        help="run on the emulator under its sanitizer (races, waits, hazards, uninitialised "
+                             "reads: FLYAOT_EMU_SANITIZE=1)")
+
+
 def _model_arguments(parser) -> None:
     parser.add_argument("args", nargs="...", help="FAMILY SHAPE... [--samples N]: gemm N K M | decode B NEXT_N "
                                                      "MAX_CTX [HEADS] | prefill B Q KV [HEADS]")
@@ -26,7 +33,7 @@ def _model(a, config) -> int:
     return modeled.main(a.args)
 
 
-COMMANDS = (("selftest", "each family against its torch reference", _hook_arguments, _hook_command("selftest")),
+COMMANDS = (("selftest", "each family against its torch reference", _selftest_arguments, _hook_command("selftest")),
             ("bench", "each family's benchmark", _hook_arguments, _hook_command("bench")),
             ("model", "modeled MI355X time of an op at a shape (the emulator's timing model; not a measurement)",
              _model_arguments, _model))

@@ -14,6 +14,8 @@ exception; the helpers below let a hook turn one case's exception into one faile
 """
 import importlib
 import importlib.util
+import os
+import sys
 import time
 import traceback
 
@@ -96,6 +98,11 @@ def _default_device(config) -> str:
 
 def cmd_selftest(a, config) -> int:
     device = a.device or _default_device(config)
+    if a.sanitize:
+        if device != "cpu":
+            print(f"error: --sanitize runs on the emulator (--device cpu), not on --device {device}", file=sys.stderr)
+            return 2
+        os.environ["FLYAOT_EMU_SANITIZE"] = "1"
     rows = run("selftest", device, a.family)
     for family, case, ok, detail in rows:
         print(f"{'PASS' if ok else 'FAIL'} {family} {case}" + (f": {detail}" if detail else ""))
