@@ -211,6 +211,7 @@ class _WaveState:
         self.vinit[:nvgpr_init] = True
         self.sinit = np.zeros(N_SGPR, dtype=bool)
         self.sinit[list(nsgpr_init)] = True
+        self.vorigin: dict = {}     # VGPR row -> k of the VALU that computed it from unwritten values
         self.t = 0                  # wait states issued so far (hazards)
         self.mfma_def: dict = {}    # VGPR row -> (t, passes, k, (base, count)) of the last MFMA writing it
         self.srcc_read: dict = {}   # VGPR row -> (t, passes, k) of the last MFMA reading it as SrcC
@@ -232,6 +233,7 @@ class Sanitizer:
         self.mem_state: dict = {}   # allocation index -> per-byte global access records
         self.wg = None
         self.l_unread: list = []
+        self.poison = None          # dwords x lanes of the running VALU's result that are unwritten
         self.cur = None
         launch.mem.watch = self
 
@@ -518,11 +520,20 @@ class Sanitizer:
         return w.exec
 
     def _check_uninit(self, w, k, f, st, ins):
+        """Reads of registers never written. A VALU result computed from such a value is not yet a
+        defect (compilers feed undefined halves into 64-bit arithmetic whose result they discard):
+        it is marked unwritten itself, and the defect is reported where such a value is consumed
+        by anything else (memory, scalar code, lane reads into SGPRs, MFMAs)."""
+        self.poison = None
+        propagate = f.unit == VALU and f.vwrites and not f.lane_sel and not f.readfirst
         if f.sreads:
             si = st.sinit
             for b, n in f.sreads:
                 if not si[b:b + n].all():
                     r = b + int(np.flatnonzero(~si[b:b + n])[0])
+                    if propagate:
+                        self.poison = np.ones((f.vwrites[0][1], LANES), dtype=bool)
+                        continue
                     self._fail("uninit", f"wave {w.wave_id}: s{r} read at {self._where(k)} was never written")
         if f.vreads:
             lanes = self._lanes(w, f, ins)
@@ -535,10 +546,31 @@ class Sanitizer:
             for b, n in srcs:
                 blk = vi[b:b + n]
                 bad = ~blk if lanes is None else ~blk & lanes
-                if bad.any():
-                    r, lane = np.argwhere(bad)[0]
-                    self._fail("uninit", f"wave {w.wave_id}: v{b + int(r)} lane {int(lane)} read at "
-                                         f"{self._where(k)} was never written")
+                if not bad.any():
+                    continue
+                if propagate:
+                    self._poison(f, ins, bad)
+                    continue
+                r, lane = np.argwhere(bad)[0]
+                origin = st.vorigin.get(b + int(r))
+                why = "was never written" if origin is None else \
+                    f"holds a value computed at {self._where(origin)} from a register never written"
+                self._fail("uninit", f"wave {w.wave_id}: v{b + int(r)} lane {int(lane)} read at "
+                                     f"{self._where(k)} {why}")
+
+    def _poison(self, f, ins, bad):
+        """Dwords x lanes of the destination that depend on the unwritten source dwords `bad`:
+        dword j of a result depends on source dwords 0..j (additions, multiplies and left shifts
+        carry upwards), on all of them for right shifts."""
+        n = f.vwrites[0][1]
+        dep = np.logical_or.accumulate(bad, axis=0)
+        if "shr" in ins.op or "ashr" in ins.op or bad.shape[0] == 1:
+            dep = np.broadcast_to(bad.any(axis=0), bad.shape)
+        p = np.zeros((n, LANES), dtype=bool)
+        m = min(n, dep.shape[0])
+        p[:m] = dep[:m]
+        p[m:] = dep[-1]
+        self.poison = p if self.poison is None else self.poison | p
 
     def _mark_written(self, w, k, f, st, ins):
         for b, n in f.swrites:
@@ -553,6 +585,16 @@ class Sanitizer:
                 lanes = w.exec
             for b, n in f.vwrites:
                 st.vinit[b:b + n] |= lanes
+                for r in range(b, b + n):
+                    st.vorigin.pop(r, None)
+            if self.poison is not None:
+                for sb, sn in f.swrites:        # a carry-out of such a value is unwritten too
+                    st.sinit[sb:sb + sn] = False
+                b, n = f.vwrites[0]
+                st.vinit[b:b + n] &= ~(self.poison & lanes)
+                for j in range(n):
+                    if self.poison[j].any():
+                        st.vorigin[b + j] = k
 
     # ----- hazards (wait states) -----
     def _hazard(self, w, k, f, need, have, dk, what):

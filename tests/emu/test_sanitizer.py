@@ -112,3 +112,38 @@ def test_mfma_passes_follow_the_gfx950_rates():
     assert mfma_passes(mk("v_mfma_scale_f32_16x16x128_f8f6f4", cbsz=4, blgp=4)) == 4
     assert mfma_passes(mk("v_mfma_scale_f32_16x16x128_f8f6f4", cbsz=0, blgp=4)) == 8
     assert mfma_passes(mk("v_mfma_scale_f32_32x32x64_f8f6f4", cbsz=0, blgp=0)) == 16
+
+
+# ----- uninit on hand-made programs (the rules the shipped kernels do not isolate) -----
+def _run(instrs, block=(64, 1, 1), lds=0):
+    import numpy as np
+    from exec_helpers import program
+    from flyaot.emu.machine import Launch, Prepared
+    from flyaot.emu.memory import Memory
+    from flyaot.emu.sanitizer import Sanitizer
+    launch = Launch(Prepared(program(instrs, lds=lds)), (1, 1, 1), block, b"", Memory())
+    launch.probe = Sanitizer(launch)
+    launch.run()
+    return np
+
+
+def test_unwritten_high_half_of_discarded_64bit_result_is_not_a_read():
+    from exec_helpers import c, ins, s, v
+    end = ins("s_endpgm", enc="SOPP")
+    mad = ins("v_mad_u64_u32", [v(4, 2), s(10, 2)], [s(2), c(48), v(0, 2)])
+    _run([mad, ins("v_mov_b32", [v(8)], [v(4)], enc="VOP1"), end])      # only the low half is used
+    with pytest.raises(SanitizerError, match=r"uninit: .*v9 lane 0 read at 0x108 .* holds a value computed at "
+                                             r"0x104 .* from a register never written"):
+        _run([mad, ins("v_mov_b32", [v(9)], [v(5)], enc="VOP1"),          # a VALU copy carries it on,
+              ins("v_readfirstlane_b32", [s(20)], [v(9)], enc="VOP1"), end])   # a read into an SGPR is one
+
+
+def test_exec_masked_lanes_are_not_read():
+    from exec_helpers import EXEC, VCC, c, ins, v
+    end = ins("s_endpgm", enc="SOPP")
+    half = ins("s_mov_b64", [EXEC], [c(0xFFFFFFFF)], enc="SOP1")
+    write = ins("v_mov_b32", [v(3)], [c(1)], enc="VOP1")
+    _run([half, write, ins("v_add_u32", [v(4)], [v(3), v(3)], enc="VOP2"), end])
+    full = ins("s_mov_b64", [EXEC], [c(-1)], enc="SOP1")
+    with pytest.raises(SanitizerError, match=r"uninit: .*v3 lane 32 read"):
+        _run([half, write, full, ins("v_cmp_eq_u32", [VCC], [v(3), c(1)], enc="VOPC"), end])
