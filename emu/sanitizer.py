@@ -194,7 +194,7 @@ def infos(prep) -> list:
 
 # ----- outstanding memory operations -----
 class _Op:
-    __slots__ = ("q", "k", "keys", "retired", "wave", "epoch", "token")
+    __slots__ = ("q", "k", "keys", "retired", "wave", "epoch", "token", "gen")
 
     def __init__(self, q, k, keys, wave):
         self.q, self.k, self.keys, self.wave = q, k, keys, wave
@@ -209,8 +209,10 @@ class _WaveState:
         self.pend: dict = {}        # register key -> the _Op that will write it
         self.vinit = np.zeros((N_VGPR, LANES), dtype=bool)
         self.vinit[:nvgpr_init] = True
-        self.sinit = np.zeros(N_SGPR, dtype=bool)
-        self.sinit[list(nsgpr_init)] = True
+        self.vfull = [r < nvgpr_init for r in range(N_VGPR)]     # rows written in every lane
+        self.sinit = [False] * N_SGPR
+        for i in nsgpr_init:
+            self.sinit[i] = True
         self.vorigin: dict = {}     # VGPR row -> k of the VALU that computed it from unwritten values
         self.t = 0                  # wait states issued so far (hazards)
         self.mfma_def: dict = {}    # VGPR row -> (t, passes, k, (base, count)) of the last MFMA writing it
@@ -230,8 +232,13 @@ class Sanitizer:
         self.name = launch.prep.program.name
         self.info = infos(launch.prep)
         self.instrs = launch.prep.instrs
+        # the kernarg segment and dispatch packet: every workgroup reads them (reads not tracked)
+        self.fixed = {launch.mem.containing(a, a + 1) for a in (launch.kernarg_addr, launch.dispatch_addr)}
         self.mem_state: dict = {}   # allocation index -> per-byte global access records
         self.wg = None
+        self.epoch = self.gen = 0
+        self.l_wwave = None
+        self.dma_ops: dict = {}
         self.l_unread: list = []
         self.poison = None          # dwords x lanes of the running VALU's result that are unwritten
         self.cur = None
@@ -254,18 +261,21 @@ class Sanitizer:
         self.ws = {w.wave_id: _WaveState(sg, nv) for w in waves}
         for w in waves:
             w.watch = self
-        n = self.launch.lds_size
-        self.epoch = 0
-        self.l_wwave = np.full(n, -1, dtype=np.int16)
-        self.l_wepoch = np.full(n, -1, dtype=np.int32)
-        self.l_wk = np.zeros(n, dtype=np.int32)
-        self.l_watomic = np.zeros(n, dtype=bool)
-        self.l_repoch = np.full(n, -1, dtype=np.int32)
-        self.l_rmask = np.zeros(n, dtype=np.uint64)
-        self.l_rk = np.zeros(n, dtype=np.int32)
-        self.l_written = np.zeros(n, dtype=bool)
-        self.l_dma = np.zeros(n, dtype=np.int32)       # token of the LDS-DMA op that last wrote the byte
-        self.dma_ops: dict = {}
+        # Per-LDS-byte records live for the whole launch: epochs (barrier releases) and generations
+        # (workgroups) only grow, so a record of an earlier workgroup never matches the current one.
+        self.epoch += 1
+        self.gen += 1
+        if self.l_wwave is None:
+            n = self.launch.lds_size
+            self.l_wwave = np.full(n, -1, dtype=np.int16)
+            self.l_wepoch = np.full(n, -1, dtype=np.int32)
+            self.l_wk = np.zeros(n, dtype=np.int32)
+            self.l_watomic = np.zeros(n, dtype=bool)
+            self.l_repoch = np.full(n, -1, dtype=np.int32)
+            self.l_rmask = np.zeros(n, dtype=np.uint64)
+            self.l_rk = np.zeros(n, dtype=np.int32)
+            self.l_wgen = np.zeros(n, dtype=np.int32)      # workgroup generation that wrote the byte
+            self.l_dma = np.zeros(n, dtype=np.int32)       # token of the LDS-DMA op that last wrote it
 
     def released(self, waves):
         self._flush_uninit()
@@ -274,7 +284,7 @@ class Sanitizer:
     def _flush_uninit(self):
         """Reads of LDS bytes not written when read, and still unwritten at the end of the epoch."""
         for b, wid, k in self.l_unread:
-            never = ~self.l_written[b]
+            never = self.l_wgen[b] != self.gen
             if never.any():
                 j = int(b[np.flatnonzero(never)[0]])
                 self._fail("uninit", f"wave {wid}: LDS byte 0x{j:x} read at {self._where(k)} was never "
@@ -310,6 +320,7 @@ class Sanitizer:
             op = _Op(f.async_q, k, f.keys_w, w.wave_id)
             if f.lds_dma:
                 op.token = len(self.dma_ops) + 1
+                op.gen = self.gen
                 self.dma_ops[op.token] = op
             self.cur = (w, k, st, op)
 
@@ -392,7 +403,7 @@ class Sanitizer:
             self._race_lds(w, k, "read" if mode == "r" else "written", b[j], int(self.l_wwave[b[j]]),
                            int(self.l_wk[b[j]]), "written")
         if mode == "r":
-            unwritten = ~self.l_written[b]
+            unwritten = self.l_wgen[b] != self.gen
             if unwritten.any():
                 # uninit unless another wave writes it before the next barrier (then: a race)
                 self.l_unread.append((b[unwritten], wid, k))
@@ -413,7 +424,7 @@ class Sanitizer:
         self.l_wepoch[b] = ep
         self.l_wk[b] = k
         self.l_watomic[b] = mode == "a"
-        self.l_written[b] = True
+        self.l_wgen[b] = self.gen
         self.l_dma[b] = op.token if dma_write else 0
 
     def _race_lds(self, w, k, how, byte, other, ok, other_how):
@@ -423,6 +434,9 @@ class Sanitizer:
     def _check_dma(self, w, k, b, toks, dma_write):
         for t in np.unique(toks[toks > 0]).tolist():
             op = self.dma_ops[t]
+            if op.gen != self.gen:          # a copy of an earlier workgroup
+                self.l_dma[b[toks == t]] = 0
+                continue
             j = int(b[np.flatnonzero(toks == t)[0]])
             if not op.retired:
                 what = "overwritten by another LDS-DMA load" if dma_write else "accessed"
@@ -449,6 +463,8 @@ class Sanitizer:
         lo, hi = int(addr.min()), int(addr.max()) + nbytes
         a = m.containing(lo, hi)
         if a >= 0:
+            if mode == "r" and a in self.fixed:
+                return
             self._mem_alloc(w, k, mode, a, addr, nbytes, wg)
             return
         for a in np.unique(m._locate(addr, nbytes, "sanitizer")).tolist():
@@ -529,21 +545,23 @@ class Sanitizer:
         if f.sreads:
             si = st.sinit
             for b, n in f.sreads:
-                if not si[b:b + n].all():
-                    r = b + int(np.flatnonzero(~si[b:b + n])[0])
+                if not all(si[b:b + n]):
+                    r = b + si[b:b + n].index(False)
                     if propagate:
                         self.poison = np.ones((f.vwrites[0][1], LANES), dtype=bool)
                         continue
                     self._fail("uninit", f"wave {w.wave_id}: s{r} read at {self._where(k)} was never written")
         if f.vreads:
             lanes = self._lanes(w, f, ins)
-            vi = st.vinit
+            vi, vf = st.vinit, st.vfull
             srcs = f.vreads
             if f.writelane:
                 srcs = ()               # v_writelane reads only its scalar source
             elif f.unit == MFMA:
                 srcs = f.srcab + f.srcc  # scale operands are read in a few lanes only: unchecked
             for b, n in srcs:
+                if n == 1 and vf[b] or all(vf[b:b + n]):
+                    continue
                 blk = vi[b:b + n]
                 bad = ~blk if lanes is None else ~blk & lanes
                 if not bad.any():
@@ -574,7 +592,7 @@ class Sanitizer:
 
     def _mark_written(self, w, k, f, st, ins):
         for b, n in f.swrites:
-            st.sinit[b:b + n] = True
+            st.sinit[b:b + n] = [True] * n
         if f.vwrites:
             if f.all_lanes:
                 lanes = True
@@ -583,15 +601,22 @@ class Sanitizer:
                 lanes[int(w.read_scalar(ins.src[1], 1)[0]) % LANES] = True
             else:
                 lanes = w.exec
+            full = lanes is True or lanes.all()
             for b, n in f.vwrites:
-                st.vinit[b:b + n] |= lanes
-                for r in range(b, b + n):
-                    st.vorigin.pop(r, None)
+                if full:
+                    st.vinit[b:b + n] = True
+                    st.vfull[b:b + n] = [True] * n
+                else:
+                    st.vinit[b:b + n] |= lanes
+                if st.vorigin:
+                    for r in range(b, b + n):
+                        st.vorigin.pop(r, None)
             if self.poison is not None:
                 for sb, sn in f.swrites:        # a carry-out of such a value is unwritten too
-                    st.sinit[sb:sb + sn] = False
+                    st.sinit[sb:sb + sn] = [False] * sn
                 b, n = f.vwrites[0]
                 st.vinit[b:b + n] &= ~(self.poison & lanes)
+                st.vfull[b:b + n] = [False] * n
                 for j in range(n):
                     if self.poison[j].any():
                         st.vorigin[b + j] = k
