@@ -114,17 +114,74 @@ def test_mfma_passes_follow_the_gfx950_rates():
     assert mfma_passes(mk("v_mfma_scale_f32_32x32x64_f8f6f4", cbsz=0, blgp=0)) == 16
 
 
-# ----- uninit on hand-made programs (the rules the shipped kernels do not isolate) -----
-def _run(instrs, block=(64, 1, 1), lds=0):
-    import numpy as np
+# ----- hand-made programs: the rules the shipped kernels do not isolate -----
+def _run(instrs, block=(64, 1, 1), lds=0, grid=(1, 1, 1), kernarg=bytes(64), mem=None):
     from exec_helpers import program
     from flyaot.emu.machine import Launch, Prepared
     from flyaot.emu.memory import Memory
     from flyaot.emu.sanitizer import Sanitizer
-    launch = Launch(Prepared(program(instrs, lds=lds)), (1, 1, 1), block, b"", Memory())
+    launch = Launch(Prepared(program(instrs, lds=lds)), grid, block, kernarg, mem or Memory())
     launch.probe = Sanitizer(launch)
     launch.run()
-    return np
+
+
+def _waitcnt(vm=63, lgkm=15):
+    from exec_helpers import ins
+    return ins("s_waitcnt", enc="SOPP", vmcnt=vm, expcnt=7, lgkmcnt=lgkm)
+
+
+def test_smem_results_need_lgkmcnt_0():
+    from exec_helpers import ins, s
+    end = ins("s_endpgm", enc="SOPP")
+    loads = [ins("s_load_dword", [s(4)], [s(0, 2)], enc="SMEM", offset=0),
+             ins("s_load_dword", [s(5)], [s(0, 2)], enc="SMEM", offset=4)]
+    use = ins("s_mov_b32", [s(20)], [s(4)], enc="SOP1")
+    _run(loads + [_waitcnt(lgkm=0), use, end])
+    # two SMEM loads may complete in either order: lgkmcnt(1) covers neither
+    with pytest.raises(SanitizerError, match=r"^wait: test_kernel: wave 0: s4 read at 0x10c .*s_load_dword.* "
+                                             r"outstanding \(no s_waitcnt lgkmcnt\(0\) covers it\)"):
+        _run(loads + [_waitcnt(lgkm=1), use, end])
+
+
+def test_lds_results_retire_in_order():
+    from exec_helpers import c, ins, v
+    end = ins("s_endpgm", enc="SOPP")
+    body = [ins("v_lshlrev_b32", [v(1)], [c(2), v(0)]), ins("ds_write_b32", [], [v(1), v(0)], enc="DS"),
+            ins("ds_read_b32", [v(2)], [v(1)], enc="DS"), ins("ds_read_b32", [v(3)], [v(1)], enc="DS"),
+            _waitcnt(lgkm=1), ins("v_mov_b32", [v(4)], [v(2)], enc="VOP1")]     # the older read is in
+    _run(body + [end], lds=256)
+    with pytest.raises(SanitizerError, match=r"^wait: .*v3 read at 0x118 .*the load at 0x10c `ds_read_b32`"):
+        _run(body + [ins("v_mov_b32", [v(5)], [v(3)], enc="VOP1"), end], lds=256)
+    with pytest.raises(SanitizerError, match=r"^wait: .*v3 overwritten at 0x118"):
+        _run(body + [ins("v_mov_b32", [v(3)], [c(0)], enc="VOP1"), end], lds=256)
+
+
+def test_lds_race_needs_a_barrier_between_waves():
+    from exec_helpers import c, ins, v
+    end = ins("s_endpgm", enc="SOPP")
+    # each work-item writes the dword of its id, then reads the one 64 work-items away (the other wave's)
+    addr = [ins("v_lshlrev_b32", [v(1)], [c(2), v(0)]), ins("v_xor_b32", [v(3)], [c(256), v(1)])]
+    write = ins("ds_write_b32", [], [v(1), v(0)], enc="DS")
+    read = ins("ds_read_b32", [v(2)], [v(3)], enc="DS")
+    tail = [_waitcnt(lgkm=0), end]
+    _run(addr + [write, _waitcnt(lgkm=0), ins("s_barrier", enc="SOPP"), read] + tail, block=(128, 1, 1), lds=512)
+    # waves run in turn: wave 0 reads 0x100 before wave 1 writes it, and the write finds the read
+    with pytest.raises(SanitizerError, match=r"^race: .*LDS byte 0x100 written by wave 1 at 0x108 .* and read by "
+                                             r"wave 0 at 0x110 .* with no s_barrier between them \(workgroup "
+                                             r"\(0, 0, 0\)\)"):
+        _run(addr + [write, _waitcnt(lgkm=0), read] + tail, block=(128, 1, 1), lds=512)
+
+
+def test_valu_sgpr_write_then_vmem_read_needs_5_wait_states():
+    from exec_helpers import c, ins, s, sp, v
+    end = ins("s_endpgm", enc="SOPP")
+    rl = ins("v_readfirstlane_b32", [s(12)], [v(0)], enc="VOP1")
+    rsrc = [ins("s_mov_b32", [s(8 + i)], [c(0)], enc="SOP1") for i in range(4)]
+    store = ins("buffer_store_dword", [], [v(0), v(0), s(8, 4), s(12)], enc="MUBUF", offen=1)
+    _run(rsrc + [rl, ins("s_nop", enc="SOPP", simm16=4), store, end])
+    with pytest.raises(SanitizerError, match=r"^hazard: .*VALU write of s12 read by a VMEM instruction: .* with 4 "
+                                             r"wait states between them, 5 required"):
+        _run(rsrc + [rl, ins("s_nop", enc="SOPP", simm16=3), store, end])
 
 
 def test_unwritten_high_half_of_discarded_64bit_result_is_not_a_read():
@@ -147,3 +204,27 @@ def test_exec_masked_lanes_are_not_read():
     full = ins("s_mov_b64", [EXEC], [c(-1)], enc="SOP1")
     with pytest.raises(SanitizerError, match=r"uninit: .*v3 lane 32 read"):
         _run([half, write, full, ins("v_cmp_eq_u32", [VCC], [v(3), c(1)], enc="VOPC"), end])
+
+
+def test_global_bytes_written_by_two_workgroups_race():
+    import struct
+    import numpy as np
+    from exec_helpers import c, ins, lit, s, v
+    from flyaot.emu.memory import Memory
+    end = ins("s_endpgm", enc="SOPP")
+
+    def memory():
+        mem = Memory()
+        return mem, struct.pack("<Q", mem.register_array(np.zeros(512, dtype=np.uint32))).ljust(64, b"\0")
+    rsrc = [ins("s_load_dwordx2", [s(8, 2)], [s(0, 2)], enc="SMEM", offset=0),
+            ins("s_mov_b32", [s(10)], [lit(2048)], enc="SOP1"), ins("s_mov_b32", [s(11)], [c(0)], enc="SOP1"),
+            _waitcnt(lgkm=0), ins("v_lshlrev_b32", [v(1)], [c(2), v(0)])]
+    store = ins("buffer_store_dword", [], [v(0), v(1), s(8, 4), c(0)], enc="MUBUF", offen=1)
+    per_wg = [ins("s_lshl_b32", [s(12)], [s(2), c(8)]), ins("v_add_u32", [v(1)], [s(12), v(1)], enc="VOP2")]
+    mem, kernarg = memory()
+    _run(rsrc + per_wg + [store, end], grid=(2, 1, 1), kernarg=kernarg, mem=mem)      # one 256-byte row each
+    mem, kernarg = memory()
+    with pytest.raises(SanitizerError, match=r"^race: .*global byte 0x[0-9a-f]+ written by wave 0 at 0x11c .* and "
+                                             r"workgroup \(0, 0, 0\) writes it .* \(workgroup \(1, 0, 0\)\)"):
+        _run(rsrc + [ins("s_nop", enc="SOPP", simm16=0)] * 2 + [store, end], grid=(2, 1, 1), kernarg=kernarg,
+             mem=mem)
