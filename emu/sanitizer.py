@@ -24,7 +24,7 @@ import re
 import numpy as np
 
 from .instr import Operand
-from .wave import LANES, N_SGPR, N_VGPR, SanitizerError
+from .wave import EmuError, LANES, N_SGPR, N_VGPR, SanitizerError
 
 _ON = ("1", "true", "yes", "on")
 
@@ -71,7 +71,7 @@ def _xdl_read(passes: int) -> int:
 
 class Info:
     """What the sanitizer needs of one instruction."""
-    __slots__ = ("unit", "reads", "writes", "vreads", "sreads", "vwrites", "swrites", "keys_r",
+    __slots__ = ("unit", "vreads", "sreads", "vwrites", "swrites", "keys_r",
                  "keys_w", "async_q", "lds_dma", "trans", "passes", "srcc", "srcab", "lane_sel",
                  "dpp", "all_lanes", "writelane", "readfirst", "permlane", "writes_exec", "store_ws", "text")
 
@@ -339,7 +339,8 @@ class Sanitizer:
     def _waitcnt(self, w, st, ins):
         m = ins.mods
         if ins.op != "s_waitcnt":
-            self._fail("wait", f"{ins.op} at {ins.addr:#x} is not modelled by the sanitizer")
+            raise EmuError(f"{self.name}: {ins.op} at 0x{ins.addr:x}: the sanitizer models only s_waitcnt's "
+                           f"counters")
         vm, lgkm = int(m.get("vmcnt", 63)), int(m.get("lgkmcnt", 15))
         if len(st.vm) > vm:
             done, st.vm = st.vm[:len(st.vm) - vm], st.vm[len(st.vm) - vm:]

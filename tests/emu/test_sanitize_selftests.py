@@ -3,8 +3,6 @@ family and variant: the GEMM's decode split-K and prefill tiles, the staged and 
 with their schedule kernel, the prefill kernel at two head counts and pages with its metadata
 kernels) run on the emulator under FLYAOT_EMU_SANITIZE=1 without a finding. `make sanitize` runs
 the families' whole test suites so."""
-import pytest
-
 from flyaot.ops import hooks
 
 

@@ -173,7 +173,7 @@ def test_lds_race_needs_a_barrier_between_waves():
 
 
 def test_valu_sgpr_write_then_vmem_read_needs_5_wait_states():
-    from exec_helpers import c, ins, s, sp, v
+    from exec_helpers import c, ins, s, v
     end = ins("s_endpgm", enc="SOPP")
     rl = ins("v_readfirstlane_b32", [s(12)], [v(0)], enc="VOP1")
     rsrc = [ins("s_mov_b32", [s(8 + i)], [c(0)], enc="SOP1") for i in range(4)]
