@@ -73,7 +73,7 @@ class Info:
     """What the sanitizer needs of one instruction."""
     __slots__ = ("unit", "vreads", "sreads", "vwrites", "swrites", "keys_r",
                  "keys_w", "async_q", "lds_dma", "trans", "passes", "srcc", "srcab", "lane_sel",
-                 "dpp", "all_lanes", "writelane", "readfirst", "permlane", "writes_exec", "store_ws", "text")
+                 "dpp", "all_lanes", "writelane", "readfirst", "permlane", "writes_exec", "store_ws", "hwreg", "text")
 
 
 def _unit(ins) -> int:
@@ -174,7 +174,10 @@ def info_of(ins, agpr_base: int) -> Info:
     f.permlane = ins.op.startswith("v_permlane")
     f.dpp = bool(ins.mods.get("dpp"))
     f.all_lanes = u == MFMA
-    f.writes_exec = any(o.kind == "special" and o.name.startswith("exec") for o in ins.dst)
+    f.writes_exec = ins.op.startswith("v_cmpx") or \
+        any(o.kind == "special" and o.name.startswith("exec") for o in ins.dst)
+    # s_setreg / s_getreg: the hardware register id (simm16 bits 5:0)
+    f.hwreg = int(ins.mods.get("simm16", 0)) & 0x3F if ins.op.startswith(("s_setreg", "s_getreg")) else -1
     # a buffer store of more than 8 bytes holds its data VGPRs for 2 more wait states (1 when its
     # soffset is an SGPR); a VALU write of them sooner corrupts the stored data
     f.store_ws = 0
@@ -221,6 +224,7 @@ class _WaveState:
         self.valu_sdef: dict = {}   # SGPR -> (t, k) of the last VALU writing it
         self.valu_exec = None       # (t, k) of the last VALU writing EXEC
         self.store_data: dict = {}  # VGPR row -> (t, k, wait states) of a wide store reading it
+        self.setreg: dict = {}      # hardware register id -> (t, k) of the last s_setreg of it
 
 
 class Sanitizer:
@@ -629,6 +633,10 @@ class Sanitizer:
 
     def _check_hazards(self, w, k, f, st, ins):
         u, t = f.unit, st.t
+        if f.hwreg >= 0 and f.hwreg in st.setreg:
+            dt, dk = st.setreg[f.hwreg]
+            if t - dt < 2:
+                self._hazard(w, k, f, 2, t - dt, dk, f"s_setreg then {ins.op} of the same hardware register")
         if st.mfma_def and u in (VALU, VMEM, LDS, MFMA):
             md = st.mfma_def
             if u == MFMA:
@@ -754,6 +762,8 @@ class Sanitizer:
             for b, n in f.swrites:
                 for i in range(b, b + n):
                     st.valu_sdef.pop(_S + i, None)
+        if f.hwreg >= 0 and ins.op.startswith("s_setreg"):
+            st.setreg[f.hwreg] = (t, k)
         if len(st.valu_def) > 64 or len(st.mfma_def) > 256 or len(st.store_data) > 64:
             self._prune(st)
 

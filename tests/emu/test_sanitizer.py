@@ -228,3 +228,15 @@ def test_global_bytes_written_by_two_workgroups_race():
                                              r"workgroup \(0, 0, 0\) writes it .* \(workgroup \(1, 0, 0\)\)"):
         _run(rsrc + [ins("s_nop", enc="SOPP", simm16=0)] * 2 + [store, end], grid=(2, 1, 1), kernarg=kernarg,
              mem=mem)
+
+
+def test_setreg_then_getreg_needs_2_wait_states():
+    from exec_helpers import ins, s
+    end = ins("s_endpgm", enc="SOPP")
+    mov = ins("s_mov_b32", [s(4)], [s(2)], enc="SOP1")
+    setreg = ins("s_setreg_b32", [], [s(4)], enc="SOPK", simm16=0x0801)     # hwreg(HW_REG_MODE, 0, 2)
+    getreg = ins("s_getreg_b32", [s(5)], [], enc="SOPK", simm16=0x0801)
+    _run([mov, setreg, ins("s_nop", enc="SOPP", simm16=1), getreg, end])
+    with pytest.raises(SanitizerError, match=r"^hazard: .*s_setreg then s_getreg_b32 .* with 1 wait states "
+                                             r"between them, 2 required"):
+        _run([mov, setreg, ins("s_nop", enc="SOPP", simm16=0), getreg, end])
