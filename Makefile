@@ -28,15 +28,7 @@ sanitize: test-deps install prebuilt
 deps:
 	$(PIP) install -r requirements/build.txt
 
-test-## The sanitizer's clean bill for everything shipped: the families' test suites and selftests on the
-## emulator under FLYAOT_EMU_SANITIZE=1 (docs/emulator.md#sanitizer; the timing-model tests are left out:
-## sanitized launches are not timed); slow, so not part of `make test`.
-sanitize: test-deps install prebuilt
-	FLYAOT_EMU_SANITIZE=1 FLYAOT_DEVICE=emu $(PYTHON) -m pytest tests/kernels tests/emu/test_sanitizer.py \
-	    --ignore=tests/kernels/test_modeled.py
-	FLYAOT_DEVICE=emu $(PYTHON) -m flyaot selftest --sanitize
-
-deps:
+test-deps:
 	$(PIP) install -r requirements/test.txt
 
 install:
