@@ -58,7 +58,7 @@ class Emulator:
         if schedule is not None and not isinstance(schedule, (int, str)) or isinstance(schedule, bool):
             raise TypeError(f"Emulator(schedule=...) takes None, an int seed or 'random:SEED', got {schedule!r}")
         self.sanitize = sanitize
-        self.schedule = parse_schedule(schedule) if isinstance(schedule, str) else schedule
+        self.schedule = parse_schedule(schedule, "Emulator(schedule=...)") if isinstance(schedule, str) else schedule
         self._schedule_given = schedule is not None
 
     def load_module(self, code_object: bytes) -> EmuModule:

@@ -165,14 +165,15 @@ def run_wave_stepped(prep: Prepared, w: Wave, counts: list, probe, budget: int =
         raise _located(prep, ins, e) from e
 
 
-def parse_schedule(text: str):
-    """FLYAOT_EMU_SCHEDULE's value -> None (waves in turn) or the seed of a random schedule."""
+def parse_schedule(text: str, what: str = "FLYAOT_EMU_SCHEDULE"):
+    """A schedule's text (FLYAOT_EMU_SCHEDULE's value, or `what`) -> None (waves in turn) or the
+    seed of a random schedule."""
     t = (text or "").strip().lower()
     if t in ("", "0", "off", "turn", "in-turn"):
         return None
     kind, _, seed = t.partition(":")
     if kind != "random" or not seed.strip().lstrip("-").isdigit():
-        raise ValueError(f"FLYAOT_EMU_SCHEDULE={text!r}: expected 'random:SEED' (an integer seed) or 'turn'")
+        raise ValueError(f"{what}={text!r}: expected 'random:SEED' (an integer seed) or 'turn'")
     return int(seed)
 
 

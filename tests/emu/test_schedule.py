@@ -47,3 +47,14 @@ def test_bad_schedule_names_the_variable(text):
 def test_schedule_values():
     assert parse_schedule("") is None and parse_schedule("turn") is None
     assert parse_schedule("random:7") == 7 and parse_schedule(" Random:-3 ") == -3
+
+
+def test_emulator_arguments_are_checked():
+    from flyaot.emu.driver import Emulator
+    with pytest.raises(TypeError, match=r"Emulator\(sanitize=...\)"):
+        Emulator(sanitize="yes")
+    with pytest.raises(TypeError, match=r"Emulator\(schedule=...\)"):
+        Emulator(schedule=True)
+    with pytest.raises(ValueError, match=r"Emulator\(schedule=...\)='random:x'"):
+        Emulator(schedule="random:x")
+    assert Emulator(schedule="random:5").schedule == 5 and Emulator(schedule="turn").schedule is None
