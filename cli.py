@@ -37,6 +37,13 @@ SAMPLING_WARN = 0.10
 DEFAULT_SAMPLES, MAX_SAMPLES = 16, 256
 
 
+def _selftest_arguments(parser) -> None:
+    _hook_arguments(parser)
+    parser.add_argument("--sanitize", action="store_true",
+                        help="run on the emulator under its sanitizer (races, waits, hazards, uninitialised "
+                             "reads: FLYAOT_EMU_SANITIZE=1)")
+
+
 def _model_arguments(parser) -> None:
     usage = "; ".join(f"{f} {' '.join(req)}{''.join(f' [{n}]' for n, _ in opt)}" for f, (req, opt) in MODEL_SHAPES.items())
     parser.add_argument("family", metavar="OP", help=f"one of {', '.join(MODEL_SHAPES)}")
@@ -118,7 +125,7 @@ def _model(a, config) -> int:
     return 0
 
 
-COMMANDS = (("selftest", "each family against its torch reference", _hook_arguments, _hook_command("selftest")),
+COMMANDS = (("selftest", "each family against its torch reference", _selftest_arguments, _hook_command("selftest")),
             ("bench", "each family's benchmark", _hook_arguments, _hook_command("bench")),
             ("model", "modeled MI355X time of an op at a shape (the emulator's timing model; not a measurement)",
              _model_arguments, _model))

@@ -9,3 +9,7 @@ try:
 except ImportError as e:
     raise ImportError("flyaot's emulator (CPU tensors, FLYAOT_DEVICE=emu) needs numpy, which is not installed: "
                       "pip install 'flyaot[emu]'") from e
+
+from .wave import EmuError, SanitizerError  # noqa: E402
+
+__all__ = ["EmuError", "SanitizerError"]

@@ -9,13 +9,14 @@ import logging
 import struct
 from dataclasses import dataclass
 
-from flyaot.formats import codeobject
+from flyaot.formats import codeobject, env
 
 from .counters import Counters
 from .decode import ISA_ARCH
-from .machine import Launch, Prepared
+from .machine import Launch, Prepared, parse_schedule
 from .memory import Memory
 from .program import Program
+from .sanitizer import Sanitizer, enabled_by_env
 from . import timing
 
 log = logging.getLogger("flyaot.emu")
@@ -42,7 +43,22 @@ class EmuFunction:
 
 
 class Emulator:
-    """Loads code objects and runs their kernels on the CPU (the runtime adapts it as the emu driver)."""
+    """Loads code objects and runs their kernels on the CPU (the runtime adapts it as the emu driver).
+
+    sanitize: run every launch under the sanitizer (emu/sanitizer.py; a defect raises
+    SanitizerError); None follows FLYAOT_EMU_SANITIZE. schedule: None follows FLYAOT_EMU_SCHEDULE
+    ('random:SEED' interleaves the waves of a workgroup at random between barriers), an int is such
+    a seed, 'turn' the default in-turn order.
+    """
+
+    def __init__(self, sanitize: bool | None = None, schedule=None):
+        if sanitize is not None and not isinstance(sanitize, bool):
+            raise TypeError(f"Emulator(sanitize=...) takes True, False or None, got {sanitize!r}")
+        if schedule is not None and not isinstance(schedule, (int, str)) or isinstance(schedule, bool):
+            raise TypeError(f"Emulator(schedule=...) takes None, an int seed or 'random:SEED', got {schedule!r}")
+        self.sanitize = sanitize
+        self.schedule = parse_schedule(schedule, "Emulator(schedule=...)") if isinstance(schedule, str) else schedule
+        self._schedule_given = schedule is not None
 
     def load_module(self, code_object: bytes) -> EmuModule:
         data = bytes(code_object)
@@ -56,17 +72,28 @@ class Emulator:
         return EmuFunction(name, Prepared.of(prog), module.info.kernel(name))
 
     def launch(self, function: EmuFunction, grid, block, kernarg: bytes, buffers=(),
-               lds_bytes: int = 0, recorder: timing.Recorder = None, progress=None) -> Counters:
+               lds_bytes: int = 0, recorder: timing.Recorder = None, progress=None,
+               sanitize: bool | None = None) -> Counters:
         """Run the kernel to completion; `progress(workgroups done)` is called after each workgroup
         (not when timed: timing emulates only a sample). With a `recorder` (or FLYAOT_EMU_TIMING set)
-        the launch is also timed: its counters carry the modeled time as `.timing`."""
+        the launch is also timed: its counters carry the modeled time as `.timing`. `sanitize` overrides
+        the emulator's own setting for this launch."""
         mem = Memory()
         for t in buffers:
             mem.register_tensor(t)
         kernarg = _with_hidden_args(function.kernel, bytes(kernarg), grid, block)
-        launch = Launch(function.prepared, grid, block, kernarg, mem, lds_bytes)
+        if sanitize is None:
+            sanitize = enabled_by_env() if self.sanitize is None else self.sanitize
+        schedule = self.schedule if self._schedule_given else env.value("FLYAOT_EMU_SCHEDULE")
+        launch = Launch(function.prepared, grid, block, kernarg, mem, lds_bytes, schedule=schedule)
+        if sanitize:
+            launch.probe = Sanitizer(launch)
         if recorder is None:
             recorder = timing.from_env()
+        if recorder is not None and (sanitize or schedule is not None):
+            log.warning("%s: not timed: the timing model does not run under the sanitizer or a schedule",
+                        function.name)
+            recorder = None
         if recorder is None:
             return launch.run(progress)
         result = recorder.time(function.name, launch)

@@ -3,7 +3,21 @@
 Waves of one workgroup share an LDS array and run one after another: each runs until it reaches
 s_barrier or s_endpgm, and when every live wave waits at the barrier they are all released. Not
 timing accurate (s_waitcnt and s_nop do nothing), which is sound for the data-race-free code our
-compiler emits: every cross-wave dependence goes through a barrier.
+compiler emits: every cross-wave dependence goes through a barrier. The sanitizer (sanitizer.py)
+checks that assumption through the probe hook below; a schedule (random interleaving of the waves
+at instruction granularity between barriers) shakes it.
+
+Probe hook: `Launch.probe`, None by default (then the plain loop runs, untouched). A probe is an
+object with
+    workgroup(wg_id, waves)       a workgroup starts (waves initialised)
+    before(w, k, ins)             instruction k of the program is about to execute on wave w
+    after(w, k, ins)              it executed (also s_barrier / s_endpgm, which yield the wave)
+    released(waves)               every live wave reached s_barrier and was released
+    lds(w, mode, addr, nbytes)    an LDS access of the running instruction ('r', 'w' or 'a'tomic),
+    mem(mode, addr, nbytes)       a global one; addr holds one address per access
+    finish()                      the launch ended
+While a probe is set, memory instructions run their general handlers (which report every access
+through Wave.watch / Memory.watch) instead of the specialized fast paths.
 
 Initial state follows the AMDGPU ABI (docs/emulator.md#execution-model) via program.LaunchFacts:
 user SGPRs (dispatch ptr, kernarg segment ptr, ... , preloaded kernarg dwords), then system SGPRs
@@ -11,6 +25,7 @@ user SGPRs (dispatch ptr, kernarg segment ptr, ... , preloaded kernarg dwords), 
 on gfx90a+, EXEC = the lanes that hold a work-item.
 """
 import logging
+import random
 import struct
 import weakref
 
@@ -20,7 +35,7 @@ from .counters import CLASSES, Counters, classify
 from .memory import Memory
 from .semantics import HANDLERS, handler_for
 from .semantics.salu_ops import WaveYield
-from .wave import EmuError, LANES, Wave
+from .wave import EmuError, LANES, SanitizerError, Wave
 
 log = logging.getLogger("flyaot.emu")
 
@@ -40,6 +55,17 @@ class Prepared:
         self.next_pc = [i.addr + i.size for i in self.instrs]
         self.index = {i.addr: k for k, i in enumerate(self.instrs)}
         self.cls = [CLASSES.index(classify(i.enc, i.op)) for i in self.instrs]
+        self._watched = None
+        self.cache: dict = {}           # per-program tables of probes (e.g. the sanitizer's), by name
+
+    @property
+    def watched_handlers(self) -> list:
+        """The handlers a probed run uses: memory instructions take their general handler, whose
+        every access reaches the probe."""
+        if self._watched is None:
+            self._watched = [HANDLERS.get(i.op, _unimplemented) if i.enc in _MEMORY_ENC else h
+                             for i, h in zip(self.instrs, self.handlers)]
+        return self._watched
 
     @classmethod
     def of(cls, program) -> "Prepared":
@@ -54,6 +80,7 @@ class Prepared:
 
 
 _PREPARED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_MEMORY_ENC = frozenset(("DS", "MUBUF", "MTBUF", "GLOBAL", "FLAT", "SCRATCH", "SMEM"))
 
 
 def run_wave(prep: Prepared, w: Wave, counts: list) -> None:
@@ -90,6 +117,66 @@ def run_wave(prep: Prepared, w: Wave, counts: list) -> None:
         raise _located(prep, ins, e) from e
 
 
+def run_wave_stepped(prep: Prepared, w: Wave, counts: list, probe, budget: int = -1) -> None:
+    """run_wave with the probe called around each instruction, stopping after `budget`
+    instructions when budget >= 0 (w.pc then holds the resume address)."""
+    instrs, nxt, index = prep.instrs, prep.next_pc, prep.index
+    handlers = prep.handlers if probe is None else prep.watched_handlers
+    try:
+        i = index[w.pc]
+    except KeyError:
+        raise EmuError(f"{prep.program.name}: jump to 0x{w.pc:x}, not an instruction start") from None
+    ins = None
+    try:
+        while budget != 0:
+            budget -= 1
+            ins = instrs[i]
+            n = nxt[i]
+            w.pc = n
+            counts[i] += 1
+            if probe is not None:
+                probe.before(w, i, ins)
+                try:
+                    handlers[i](w, ins)
+                except WaveYield:
+                    probe.after(w, i, ins)
+                    raise
+                probe.after(w, i, ins)
+            else:
+                handlers[i](w, ins)
+            if w.pc == n:
+                i += 1
+            else:
+                i = index[w.pc]
+    except WaveYield:
+        return
+    except SanitizerError:
+        raise
+    except IndexError as e:
+        if i >= len(instrs):
+            raise EmuError(f"{prep.program.name}: execution ran past the end of the kernel") from e
+        raise _located(prep, ins, e) from e
+    except KeyError as e:
+        if ins is not None and w.pc not in index:
+            raise EmuError(f"{prep.program.name}: branch from 0x{ins.addr:x} to 0x{w.pc:x}, not an "
+                           f"instruction start") from e
+        raise _located(prep, ins, e) from e
+    except Exception as e:
+        raise _located(prep, ins, e) from e
+
+
+def parse_schedule(text: str, what: str = "FLYAOT_EMU_SCHEDULE"):
+    """A schedule's text (FLYAOT_EMU_SCHEDULE's value, or `what`) -> None (waves in turn) or the
+    seed of a random schedule."""
+    t = (text or "").strip().lower()
+    if t in ("", "0", "off", "turn", "in-turn"):
+        return None
+    kind, _, seed = t.partition(":")
+    if kind != "random" or not seed.strip().lstrip("-").isdigit():
+        raise ValueError(f"{what}={text!r}: expected 'random:SEED' (an integer seed) or 'turn'")
+    return int(seed)
+
+
 def _located(prep, ins, e):
     where = f"0x{ins.addr:x} {ins.text or ins.op}" if ins is not None else "?"
     return EmuError(f"{prep.program.name} @ {where}: {type(e).__name__}: {e}")
@@ -98,7 +185,8 @@ def _located(prep, ins, e):
 class Launch:
     """State of one kernel launch: memory, kernarg/dispatch packet, counters."""
 
-    def __init__(self, prep: Prepared, grid, block, kernarg: bytes, mem: Memory, lds_bytes: int = 0):
+    def __init__(self, prep: Prepared, grid, block, kernarg: bytes, mem: Memory, lds_bytes: int = 0,
+                 probe=None, schedule: int | None = None):
         facts = prep.program.facts
         self.prep, self.facts, self.mem = prep, facts, mem
         self.grid, self.block = tuple(int(g) for g in grid), tuple(int(b) for b in block)
@@ -116,6 +204,8 @@ class Launch:
         self.counters = Counters()
         self.counts = [0] * len(prep.instrs)
         self.observer = None       # timing tracer: observer.workgroup(id, waves) -> wave runner
+        self.probe = probe         # see the module docstring
+        self.schedule = schedule   # None: waves in turn; an int: the seed of a random interleaving
         threads = self.block[0] * self.block[1] * self.block[2]
         self.nwaves = -(-threads // LANES)
         self._waves = [Wave(mem=mem, agpr_base=facts.accum_offset, counters=self.counters,
@@ -158,27 +248,39 @@ class Launch:
         w.at_barrier = False
         w.lds = lds
         w.pc = self.prep.program.entry
+        for i, v in self.initial_sgprs(wg_id).items():
+            w.sgpr[i] = v
+        vinit, valid = self._tid[w.wave_id]
+        for r in range(self.initial_vgprs()):
+            w.vgpr[r] = vinit[r]
+        w.exec = valid.copy()
+
+    def initial_sgprs(self, wg_id) -> dict:
+        """SGPR index -> initial value, for the SGPRs the ABI initialises (the rest start at 0)."""
+        f = self.facts
+        out = {}
 
         def put64(i, v):
             if i >= 0:
-                w.sgpr[i] = v & 0xFFFFFFFF
-                w.sgpr[i + 1] = v >> 32
+                out[i], out[i + 1] = v & 0xFFFFFFFF, v >> 32
         put64(f.sgpr_dispatch_ptr, self.dispatch_addr)
         put64(f.sgpr_kernarg_segment_ptr, self.kernarg_addr)
         if f.sgpr_kernarg_preload >= 0:
             o = f.kernarg_preload_offset
             dw = self.kernarg[o:o + 4 * f.kernarg_preload_dwords].view(np.uint32)
-            w.sgpr[f.sgpr_kernarg_preload:f.sgpr_kernarg_preload + dw.size] = dw
+            out.update((f.sgpr_kernarg_preload + k, int(d)) for k, d in enumerate(dw))
         for i, g in zip(f.sgpr_workgroup_id, wg_id):
             if i >= 0:
-                w.sgpr[i] = g
+                out[i] = g
         if f.sgpr_workgroup_info >= 0:
-            w.sgpr[f.sgpr_workgroup_info] = 0
-        vinit, valid = self._tid[w.wave_id]
+            out[f.sgpr_workgroup_info] = 0
+        return out
+
+    def initial_vgprs(self) -> int:
+        """How many VGPRs (v0, v1, ...) hold work-item ids at wave start."""
+        f = self.facts
         dims = f.workitem_id_dims if not f.packed_workitem_ids else 1
-        for r in range(min(len(vinit), max(dims, 1))):
-            w.vgpr[r] = vinit[r]
-        w.exec = valid.copy()
+        return min(len(self._tid[0][0]), max(dims, 1))
 
     def run_workgroup(self, wg_id) -> None:
         lds = np.zeros(self.lds_size, dtype=np.uint8)
@@ -186,6 +288,9 @@ class Launch:
         for w in waves:
             self._init_wave(w, wg_id, lds)
         prep, counts = self.prep, self.counts
+        if self.probe is not None or self.schedule is not None:
+            self._run_stepped(wg_id, waves)
+            return
         runner = run_wave if self.observer is None else self.observer.workgroup(wg_id, waves)
         while True:
             for w in waves:
@@ -196,6 +301,32 @@ class Launch:
                 break
             for w in alive:          # every live wave now waits at s_barrier: release them all
                 w.at_barrier = False
+        self.counters.workgroups += 1
+        self.counters.waves += len(waves)
+
+    def _run_stepped(self, wg_id, waves) -> None:
+        """run_workgroup through the probe, and interleaved by the random schedule if one is set:
+        each step runs a random ready wave for 1 to 8 instructions (seeded per workgroup, so a
+        seed always gives the same interleaving)."""
+        probe, prep, counts = self.probe, self.prep, self.counts
+        rng = None if self.schedule is None else random.Random(f"{self.schedule}:{wg_id}")
+        if probe is not None:
+            probe.workgroup(wg_id, waves)
+        while True:
+            ready = [w for w in waves if not w.done and not w.at_barrier]
+            while ready:
+                if rng is None:
+                    run_wave_stepped(prep, ready[0], counts, probe)
+                else:
+                    run_wave_stepped(prep, rng.choice(ready), counts, probe, rng.randint(1, 8))
+                ready = [w for w in waves if not w.done and not w.at_barrier]
+            alive = [w for w in waves if not w.done]
+            if not alive:
+                break
+            for w in alive:
+                w.at_barrier = False
+            if probe is not None:
+                probe.released(alive)
         self.counters.workgroups += 1
         self.counters.waves += len(waves)
 
@@ -211,6 +342,8 @@ class Launch:
                         if progress is not None:
                             done += 1
                             progress(done)
+        if self.probe is not None:
+            self.probe.finish()
         for k, c in enumerate(self.counts):
             if c:
                 name = CLASSES[self.prep.cls[k]]

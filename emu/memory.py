@@ -29,6 +29,7 @@ class Memory:
         self._u32: list = []                # dword view of each allocation (None if unaligned)
         self._regions: list[tuple[int, int]] = []   # [lo, hi) of each registered tensor / array
         self._limits: dict[int, int] = {}           # descriptor base -> end of its region (cache)
+        self.watch = None        # a probe told of every access: watch.mem(mode, addr, nbytes)
 
     # ----- registration -----
     def register_array(self, arr: np.ndarray) -> int:
@@ -137,6 +138,8 @@ class Memory:
         out = np.empty((addr.shape[0], nbytes), dtype=np.uint8)
         if addr.shape[0] == 0:
             return out
+        if self.watch is not None:
+            self.watch.mem("r", addr, nbytes)
         span = np.arange(nbytes, dtype=np.intp)
         for u8, off, sel in self._groups(addr, nbytes, what):
             g = u8[off[:, None] + span]
@@ -152,6 +155,8 @@ class Memory:
             k = self.containing(int(addr.min()), int(addr.max()) + 4 * ndw)
             u32 = self._u32[k] if k >= 0 else None
             if u32 is not None and not (addr & np.uint64(3)).any():
+                if self.watch is not None:
+                    self.watch.mem("r", addr, 4 * ndw)
                 off = ((addr - np.uint64(self._base_list[k])) >> np.uint64(2)).astype(np.intp)
                 return u32[off[:, None] + np.arange(ndw)] if ndw > 1 else u32[off][:, None]
         return self.load(addr, 4 * ndw, what).view(np.uint32)
@@ -161,6 +166,8 @@ class Memory:
         if addr.shape[0] == 0:
             return
         nbytes = data.shape[1]
+        if self.watch is not None:
+            self.watch.mem("w", addr, nbytes)
         span = np.arange(nbytes, dtype=np.intp)
         for u8, off, sel in self._groups(addr, nbytes, what):
             u8[off[:, None] + span] = data if sel is None else data[sel]
@@ -170,6 +177,8 @@ class Memory:
         Returns the old values [L, nbytes] (what the 'glc' forms return)."""
         old = np.empty((addr.shape[0], nbytes), dtype=np.uint8)
         idx = self._locate(addr, nbytes, what)
+        if self.watch is not None:
+            self.watch.mem("a", addr, nbytes)
         for lane in range(addr.shape[0]):
             base, _, u8, _ = self._allocs[idx[lane]]
             o = int(addr[lane]) - base
@@ -181,6 +190,8 @@ class Memory:
     def load_scalar(self, addr: int, ndw: int, what: str = "s_load") -> np.ndarray:
         k = self.containing(addr, addr + 4 * ndw)
         if k >= 0:
+            if self.watch is not None:
+                self.watch.mem("r", np.array([addr], dtype=np.uint64), 4 * ndw)
             o = addr - self._base_list[k]
             return self._allocs[k][2][o:o + 4 * ndw].view(np.uint32).copy()
         return self.load(np.array([addr], dtype=np.uint64), 4 * ndw, what)[0].view(np.uint32)

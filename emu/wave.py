@@ -30,6 +30,18 @@ class EmuError(RuntimeError):
     """An instruction the emulator cannot execute faithfully (never silently skipped)."""
 
 
+class SanitizerError(EmuError):
+    """A defect the sanitizer found (emu/sanitizer.py): `kind` is one of KINDS and the message
+    starts with it."""
+    KINDS = ("race", "wait", "hazard", "uninit")
+
+    def __init__(self, kind: str, message: str):
+        if kind not in self.KINDS:
+            raise ValueError(f"sanitizer kind {kind!r} is not one of {self.KINDS}")
+        super().__init__(f"{kind}: {message}")
+        self.kind = kind
+
+
 def pack_mask(mask: np.ndarray) -> np.ndarray:
     """bool[64] -> uint32[2] (lo, hi) as the hardware stores a 64-bit lane mask."""
     return np.packbits(mask, bitorder="little").view(np.uint32)
@@ -92,6 +104,7 @@ class Wave:
         self.shared_base = 0              # src_shared_base / src_private_base apertures (high dword)
         self.private_base = 0
         self.instr = None                 # the instruction being executed (for error messages)
+        self.watch = None                 # a probe told of every LDS access (machine.py), or None
 
     # ----- masks -----
     # ----- vector-side reads -----

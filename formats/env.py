@@ -110,12 +110,23 @@ def _paths(var, raw):
     return tuple(p for p in raw.split(os.pathsep) if p)
 
 
+def _schedule(var, raw):
+    kind, _, seed = raw.lower().partition(":")
+    if raw.lower() in ("turn", "in-turn", "off", "0"):
+        return None
+    if kind != "random" or not seed.strip().lstrip("-").isdigit():
+        _bad(var, raw, "'random:SEED' (an integer seed) or 'turn'")
+    return int(seed)
+
+
 _PARSERS = {"flag": _flag, "seconds": _seconds, "count": _count, "choice": _choice, "level": _level,
-            "command": _command, "path": lambda var, raw: raw, "paths": _paths, "pid": _count}
+            "command": _command, "path": lambda var, raw: raw, "paths": _paths, "pid": _count,
+            "schedule": _schedule}
 
 _TYPE_DOC = {"flag": "flag", "seconds": "seconds > 0", "count": "integer >= 1", "choice": "one of",
              "level": "logging level", "command": "command line", "path": "path",
-             "paths": "paths (os.pathsep-separated)", "pid": "process id"}
+             "paths": "paths (os.pathsep-separated)", "pid": "process id",
+             "schedule": "`turn` or `random:SEED`"}
 
 VARIABLES = (
     # the runtime
@@ -148,6 +159,10 @@ VARIABLES = (
     Var("FLYAOT_EMU_TIMING", "choice", "off", "model MI355X time for every emulator launch (`sample`: run "
         "only the sampled workgroups, outputs incomplete)", ("emu/timing/__init__.py",),
         choices=("off", "on", "sample")),
+    Var("FLYAOT_EMU_SANITIZE", "flag", False, "run every emulator launch under the sanitizer (races, waits, "
+        "wait states, uninitialized reads; docs/emulator.md)", ("emu/sanitizer.py",)),
+    Var("FLYAOT_EMU_SCHEDULE", "schedule", None, "wave order inside an emulated workgroup: `random:SEED` "
+        "interleaves the waves at random between barriers", ("emu/driver.py",), default_doc="in turn"),
     Var("FLYAOT_EMU_TIMING_SAMPLES", "count", 16, "workgroups the timing model traces per launch",
         ("emu/timing/__init__.py",)),
     # the build

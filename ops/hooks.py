@@ -12,12 +12,16 @@ emulator):
 A hook that raises, or an op module that fails to import, counts as one failed case carrying the
 exception; the helpers below let a hook turn one case's exception into one failed row and go on.
 """
+import contextlib
 import importlib
 import importlib.util
+import sys
 import time
 import traceback
 
 from ..kernel_defs import registry
+from ..runtime.commands import UsageError
+from ..runtime.drivers import emu as emu_driver
 
 
 
@@ -104,7 +108,6 @@ def _device(a, config, hook: str) -> tuple:
     """(torch device, families) for a selftest/bench command, or a UsageError saying what to pass."""
     import torch
 
-    from ..runtime.commands import UsageError
     have = families_with(hook)
     for f in a.family or []:
         if f not in registry.family_names():
@@ -156,12 +159,15 @@ def _print_json(rows, device, value_key) -> None:
 
 def cmd_selftest(a, config) -> int:
     device, families = _device(a, config, "selftest")
+    if a.sanitize and device != "cpu":
+        raise UsageError(f"--sanitize runs on the emulator (--device cpu), not on --device {device}")
 
     def show(row):
         family, case, ok, detail = row
         if not a.json:
             print(f"{'PASS' if ok else 'FAIL'} {family} {case}" + (f": {detail}" if detail else ""), flush=True)
-    rows = _run_streaming("selftest", device, families, show)
+    with (emu_driver.sanitizing() if a.sanitize else contextlib.nullcontext()):
+        rows = _run_streaming("selftest", device, families, show)
     failed = sum(1 for r in rows if not r[2])
     if a.json:
         _print_json([(f, c, bool(ok), d) for f, c, ok, d in rows], device, "ok")

@@ -28,6 +28,8 @@ def _lds_load(w, ins, addr: np.ndarray, nbytes: int) -> np.ndarray:
     """uint8 [n, nbytes] at the given byte addresses (of active lanes)."""
     addr = _wrap(addr)
     _check(w, ins, addr, nbytes)
+    if w.watch is not None:
+        w.watch.lds(w, "r", addr, nbytes)
     w.counters.lds_bytes_read += addr.size * nbytes
     if nbytes % 4 == 0 and not (addr & 3).any():
         u32 = w.lds[:w.lds.size - w.lds.size % 4].view(np.uint32)
@@ -41,6 +43,8 @@ def lds_store(w, ins, addr: np.ndarray, data: np.ndarray):
     addr = _wrap(addr)
     nbytes = data.shape[1]
     _check(w, ins, addr, nbytes)
+    if w.watch is not None:
+        w.watch.lds(w, "w", addr, nbytes)
     w.counters.lds_bytes_written += addr.size * nbytes
     if nbytes % 4 == 0 and not (addr & 3).any():
         u32 = w.lds[:w.lds.size - w.lds.size % 4].view(np.uint32)
@@ -188,6 +192,8 @@ def _ds_atomic(w, ins):
     m = w.exec
     addr = _wrap(_vaddr(w, ins) + _off(ins))[m]
     _check(w, ins, addr, 4)
+    if w.watch is not None:
+        w.watch.lds(w, "a", addr, 4)
     data_op = ins.src[1]
     src = w.read(data_op, 1)[0][m].view(dt)
     mem = w.lds[:w.lds.size - w.lds.size % 4].view(dt)

@@ -25,10 +25,11 @@ def block(params: dict, target) -> tuple:
 
 def group_lds_bytes() -> int:
     """Per-row int32 array, then the cross-wave scratch: one int32 per wave for the scans, two
-    banks of two int32 per search point per wave (the 16-bit halves of its sums), and one 16-byte
-    spare word that lanes past the rows store to."""
+    banks of two int32 per search point per wave (the 16-bit halves of its sums), and one spare
+    int32 per wave that its lanes past the rows store to (one per wave: no two waves write one word
+    without a barrier between them)."""
     waves = GROUP_THREADS // WAVE_SIZE
-    return MAX_ROWS * 4 + waves * 4 + 2 * 8 * FIT_POINTS * waves + 16
+    return MAX_ROWS * 4 + waves * 4 + 2 * 8 * FIT_POINTS * waves + 4 * waves
 
 
 def fit_space(max_seq_len: int) -> tuple:

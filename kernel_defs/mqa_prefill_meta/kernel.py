@@ -119,7 +119,7 @@ def _groups_kernel(name: str):
     SCAN = MAX_ROWS * 4                  # byte offsets of the cross-wave scratch in LDS
     SUMS = SCAN + NW * 4
     SUM_BANK = 8 * FIT_POINTS * NW       # per bank: two int32 halves per point per wave
-    SPARE = SUMS + 2 * SUM_BANK          # where lanes past the rows store (no branch around the stores)
+    SPARE = SUMS + 2 * SUM_BANK          # per wave, where lanes past the rows store (no branch around them)
 
     @flyc.kernel(name=name)
     def prefill_groups(cta_info: fx.Pointer, row_to_batch: fx.Pointer, local_starts: fx.Pointer,
@@ -131,6 +131,7 @@ def _groups_kernel(name: str):
         n = fx.min(fx.max(rows, Int32(0)), Int32(MAX_ROWS))
         srcs = (_rsrc(row_to_batch, n), _rsrc(local_starts, n), _rsrc(local_ends, n))
         lds = B.lds_alloc(group_lds_bytes())
+        spare = Int32(SPARE) + wave * Int32(4)
 
         def across_waves(value):
             """Every wave's last-lane `value`, through one LDS word per wave."""
@@ -159,7 +160,7 @@ def _groups_kernel(name: str):
             run_start = fx.max(mark, before)
             starts = change | (((r - run_start) & Int32(WAVES - 1)) == Int32(0))
             count = _group_at(r, n, srcs, max_seq_len, page_size)[3]
-            B.lds_store(lds, row_in.select(r * Int32(4), Int32(SPARE)), starts.select(count, Int32(0)), 1)
+            B.lds_store(lds, row_in.select(r * Int32(4), spare), starts.select(count, Int32(0)), 1)
             carry = every
         gpu.barrier()
 
@@ -219,7 +220,7 @@ def _groups_kernel(name: str):
             for w in range_constexpr(NW):
                 before = before + (Int32(w) < wave).select(words[w], Int32(0))
                 every = every + words[w]
-            B.lds_store(lds, row_in.select(r * Int32(4), Int32(SPARE)), before + incl, 1)
+            B.lds_store(lds, row_in.select(r * Int32(4), spare), before + incl, 1)
             done = every
         gpu.barrier()
 

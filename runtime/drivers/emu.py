@@ -14,6 +14,18 @@ from ... import targets
 from ..progress import Progress
 
 _recorder = contextvars.ContextVar("flyaot_emu_recorder", default=None)
+_sanitize = contextvars.ContextVar("flyaot_emu_sanitize", default=None)
+
+
+@contextlib.contextmanager
+def sanitizing():
+    """Run every emulator launch this context makes inside the block under the sanitizer (as
+    FLYAOT_EMU_SANITIZE=1 does for the whole process; `flyaot selftest --sanitize`)."""
+    token = _sanitize.set(True)
+    try:
+        yield
+    finally:
+        _sanitize.reset(token)
 
 
 @contextlib.contextmanager
@@ -87,7 +99,8 @@ class EmuLauncher:
         bar = Progress(f"emulating {layout.symbol}", workgroups, "workgroups", delay=self.progress_delay)
         try:
             self.last_counters = self._emu.launch(self._function, tuple(grid), layout.block, kernarg, buffers,
-                                                  recorder=_recorder.get(), progress=bar.update)
+                                                  recorder=_recorder.get(), progress=bar.update,
+                                                  sanitize=_sanitize.get())
         finally:
             bar.close()
         return 0

@@ -247,3 +247,31 @@ def test_isa_tables_come_from_load_by_arch():
     assert tables.timing.CACHE_LINE_BYTES > 0
     with pytest.raises(ValueError, match=r"no ISA data for 'gfx1201'; it has gfx950"):
         isa.load("gfx1201")
+
+
+_COUNTER = re.compile(r"(vmcnt|expcnt|lgkmcnt)\((\d+)\)")
+
+
+@needs_objdump
+def test_waitcnt_counters_are_what_objdump_prints():
+    """The counters the sanitizer waits on (decoded from s_waitcnt's simm16) are the ones llvm prints,
+    for every s_waitcnt encoding of the prebuilt store (one code object per distinct encoding)."""
+    objs = prebuilt_objects()
+    if not objs:
+        pytest.skip("no prebuilt store (flyaot/prebuilt/manifest.json) in this checkout")
+    where = {}                           # simm16 -> (code object, address, decoded counters)
+    for p in objs:
+        data = p.read_bytes()
+        for k in codeobject.parse(data).kernels:
+            for ins in Program.from_code_object(data, k.name).instrs:
+                if ins.op == "s_waitcnt" and ins.mods["simm16"] not in where:
+                    where[ins.mods["simm16"]] = (p, ins.addr, {c: ins.mods[c] for c in ("vmcnt", "expcnt", "lgkmcnt")})
+    assert len(where) > 10
+    listings = {}
+    for simm, (p, addr, got) in sorted(where.items()):
+        listing = listings.get(p) or listings.setdefault(p, objdump(p))
+        text = listing[addr][0]
+        assert text.startswith("s_waitcnt"), text
+        want = {"vmcnt": 63, "expcnt": 7, "lgkmcnt": 15}
+        want.update((c, int(v)) for c, v in _COUNTER.findall(text))
+        assert got == want, f"simm16 0x{simm:04x}: llvm prints {text!r}, decoded {got}"
