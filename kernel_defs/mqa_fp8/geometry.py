@@ -9,14 +9,13 @@ Ragged kernel (one wave, grid (ceil(S_kv / TILE), ceil(S / ROWS))): CTA (x, y) o
 """
 from dataclasses import dataclass
 
-from ... import targets
-
-WAVE = targets.get(targets.DEFAULT_TARGET).warp_size   # the lane layouts assume 64
+WAVE = 64               # lanes per wave the lane layouts below are written for (block() checks the target's)
 NTILE = 16              # tokens per MFMA n-tile (and heads per m-tile)
 TILE = 64               # tokens per CTA: 4 n-tiles, one per lane group after the head reduction
 HEAD_DIM = 128          # one 16x16x128 MFMA K step: a lane holds 32 FP8 values of each operand
 SCALE_BYTES = 4         # one f32 scale per token, after the page's values
 ROWS = 8                # ragged kernel: query rows per CTA (they share its KV registers)
+MIN_WAVES_PER_SIMD = 4  # resident waves a SIMD keeps: a quarter of the target's VGPRs + AGPRs per wave
 
 HEADS = (32, 64)
 PAGE_SIZES = (1, 64)
@@ -79,5 +78,6 @@ def symbol(p: dict) -> str:
     return name + ("_varctx" if p["grid"] == "varctx" else "")
 
 
-def block(p: dict) -> tuple:
-    return (WAVE, 1, 1)
+def block(p: dict, target) -> tuple:
+    """Workgroup of every spec: one wave."""
+    return (target.wave(WAVE, "mqa_fp8"), 1, 1)

@@ -6,8 +6,8 @@ from typing import NamedTuple
 
 import torch
 
-from ..validate import (INT32_MAX, check_choice, check_int, check_no_overlap, check_rows_disjoint,
-                        check_same_device, check_tensor)
+from ..tensor_checks import (INT32_MAX, check_choice, check_int, check_no_overlap, check_rows_disjoint,
+                             check_same_device, check_tensor)
 from . import geometry as G
 
 FP8_DTYPES = (torch.float8_e4m3fn, torch.uint8)

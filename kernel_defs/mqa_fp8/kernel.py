@@ -268,9 +268,10 @@ def _ragged_launcher(g: G.Kernel, name: str):
     return launch
 
 
-def launcher(params: dict):
-    """The launcher of one spec of the family (build_tools compiles it)."""
+def launcher(params: dict, target):
+    """The launcher of one spec of the family for a target row (build_tools compiles it)."""
     FAMILY.validate_params(params)
+    FAMILY.block(params, target)        # refuses a target whose waves the lane layouts do not fit
     g = G.of(params)
     name = FAMILY.symbol(params)
     if g.path == "paged":
@@ -279,4 +280,4 @@ def launcher(params: dict):
 
 
 def compile_hints(params: dict) -> dict:
-    return {"waves_per_eu": 4}
+    return {"waves_per_eu": G.MIN_WAVES_PER_SIMD}

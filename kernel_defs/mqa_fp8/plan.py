@@ -8,9 +8,9 @@ per CTA serves every call.
 """
 import torch
 
-from .. import checks
+from .. import value_checks
 from ..mqa_runs_schedule import plan as runs_schedule
-from ..validate import check_int, check_no_overlap, check_tensor
+from ..tensor_checks import check_int, check_no_overlap, check_tensor
 from . import geometry as G
 from .inputs import check_out, check_paged, check_ragged
 from .specs import FAMILY
@@ -59,9 +59,9 @@ def paged_plan(q_fp8, kv_cache, weights, out, context_lens, block_tables, max_mo
     if s.batch == 0:
         return out, None
     if check_values:
-        checks.decode_values(block_tables=block_tables, context_lens=context_lens, num_pages=s.num_pages,
-                             page_size=page_size, max_seq_len=max_model_len, next_n=s.next_n, cta_info=None,
-                             total_ctas=None)
+        value_checks.decode_values(block_tables=block_tables, context_lens=context_lens, num_pages=s.num_pages,
+                                   page_size=page_size, max_seq_len=max_model_len, next_n=s.next_n,
+                                   cta_info=None, total_ctas=None)
     grid = "tiles" if schedule is None else "varctx"
     params = G.params("paged", s.heads, page_size, "preshuffle" if preshuffle else "plain", grid)
     args = {"out": out, "q": q_fp8, "kv_cache": kv_cache, "weights": weights, "context_lens": context_lens,

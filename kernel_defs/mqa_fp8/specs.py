@@ -4,7 +4,8 @@ Compile-time: path, heads, head_dim, page_size and key layout (paged path). Runt
 every stride, the output width, the table width and the page count (both bound every page read).
 Prebuilt: H32/H64 x (page 1 plain, page 64 plain, page 64 preshuffled, page 64 preshuffled on the varctx
 grid) paged; H32/H64 ragged.
-Budget: one wave per CTA, no LDS, within 128 VGPRs (4 waves per SIMD).
+Budget: one wave per CTA, no LDS, within a quarter of the target's VGPRs + AGPRs (gfx950: 128, 4 waves
+per SIMD).
 """
 from ...targets import DEFAULT_TARGET
 from ..registry import Budget, Family, kernel_abi
@@ -26,7 +27,7 @@ PAGED_KINDS = ((1, "plain", "tiles"), (64, "plain", "tiles"), (64, "preshuffle",
                (64, "preshuffle", "varctx"))
 
 
-def _specs():
+def _specs(target):
     paged = [G.params("paged", h, p, lay, grid) for h in G.HEADS for p, lay, grid in PAGED_KINDS]
     return paged + [G.params("ragged", h) for h in G.HEADS]
 
@@ -40,7 +41,8 @@ FAMILY = Family(
     block=G.block,
     targets=(DEFAULT_TARGET,),
     abi=lambda params: _PAGED_ABI if params["path"] == "paged" else _RAGGED_ABI,
-    budget=lambda params: Budget(max_vgpr_plus_agpr=128, exact_lds=0),
+    budget=lambda params, target: Budget(max_vgpr_plus_agpr=(target.vgprs + target.agprs) // G.MIN_WAVES_PER_SIMD,
+                                         exact_lds=0),
     shipped=True,
     doc=__doc__,
 )

@@ -14,7 +14,8 @@ from flyaot.kernel_defs.mqa_fp8.specs import FAMILY
 from flyaot.ops import fp8_paged_mqa_logits
 
 D = 128
-PAGED = [(p["heads"], p["page_size"], p["layout"] == "preshuffle") for p in FAMILY.specs() if p["path"] == "paged"]
+PAGED = [(p["heads"], p["page_size"], p["layout"] == "preshuffle") for p in FAMILY.specs(FAMILY.target_rows[0])
+         if p["path"] == "paged"]
 
 
 @pytest.fixture(autouse=True)
