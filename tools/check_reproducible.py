@@ -16,7 +16,7 @@ import subprocess
 import sys
 import tempfile
 
-from flyaot.build_tools import specs as sp
+from flyaot.build_tools import spec_list as sp
 from flyaot.kernel_defs import registry
 
 # Earlier cold builds scheduled these differently from the cached set.

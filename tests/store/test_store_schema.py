@@ -8,7 +8,7 @@ import pytest
 import torch
 from store_helpers import PROBE64, config, copy_store, read_manifest
 
-from flyaot.build_tools import cli as build_cli
+from flyaot.build_tools import __main__ as build_cli
 from flyaot.formats.manifest import MANIFEST_NAME, pretty_json
 from flyaot.kernel_defs.probe import plan as probe
 from flyaot.runtime.dispatch import Runtime
@@ -243,7 +243,7 @@ def test_merge_refuses_two_shards_holding_one_key_under_different_ids(probe_shar
 def test_flyaot_verify_reports_a_repeated_key_as_a_refused_store(probe_store, tmp_path, monkeypatch, capsys, edit,
                                                                  says):
     """What a second `specs` or a second id of one key did: `flyaot verify` said 0 problems."""
-    from flyaot.runtime import cli
+    from flyaot.runtime import commands as cli
     root, _ = _broken_store(probe_store, tmp_path / "broken", edit)
     monkeypatch.setenv("FLYAOT_PREBUILT_PATH", str(root))
     monkeypatch.setenv("FLYAOT_CACHE_DIR", str(tmp_path / "cache"))
