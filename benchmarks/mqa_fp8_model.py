@@ -1,29 +1,31 @@
 """Modeled MI355X time of the FP8 indexer ops (mqa_fp8) on the emulator's timing model.
 
     python benchmarks/mqa_fp8_model.py [--samples N] [--json PATH]
+        [--shape decode:BxNEXT_NxMAX_CTX] [--shape prefill:SxS_KV] ...
 
 Decode rows: the FP4 decode table's shapes (B x next_n x max_ctx, H64 D128, page 64), every context
 max_ctx (the worst case of the ragged draws), both engine conventions: SGLang's (plain pages, the
 tiles grid, no fill) and vLLM's (preshuffled pages, the -inf fill and the persistent grid per call; the
-varctx schedule, built once per step for all layers, in its own column). Prefill rows: fp8_mqa_logits at S x S_kv with causal windows, clean_logits. Each
-row also gives its physical floor: max(HBM bytes / bandwidth, FP8 MFMA work / peak). Sampled
-workgroups (docs/timing-model.md); these are model outputs, not measurements.
+varctx schedule, built once per step for all layers, in its own column). Prefill rows: fp8_mqa_logits
+at S x S_kv with causal windows, clean_logits. --shape (repeatable) models only the rows it names.
+Each row gives its physical floor (flyaot.ops.floors: the largest of its HBM, MFMA and VALU terms) and
+device time / floor (device time = the kernels plus the -inf fill, without the launch term). A row
+that cannot be modeled makes the run exit with status 1, naming it. Sampled workgroups
+(docs/timing-model.md); these are model outputs, not measurements.
 """
 import argparse
 import json
+import pathlib
 import sys
 
 import torch
 
-from flyaot.emu import timing
-from flyaot.runtime.drivers import emu
-from flyaot.emu.isa.gfx950 import timing as T
+from flyaot.ops import floors, modeled
 
 DECODE = [(2, 1, 512), (3, 1, 1024), (4, 1, 2048), (16, 1, 4352), (8, 1, 8192), (1, 1, 32768), (1, 1, 65536),
           (1, 1, 131072), (2, 2, 512), (32, 4, 32768)]
 PREFILL = [(4096, 4096), (8192, 8192)]
 HEADS, D, PAGE = 64, 128, 64
-FP8_FLOPS = T.MFMA_FLOPS_PER_CLK_PER_SIMD["fp8"] * T.SIMDS_PER_CU * T.CUS * T.CLOCK_HZ
 
 
 def _fp8_bytes(*shape):
@@ -31,21 +33,9 @@ def _fp8_bytes(*shape):
     return torch.randint(0, 0x70, shape, dtype=torch.uint8)
 
 
-def _floor_us(hbm_bytes, flops):
-    return max(hbm_bytes / T.HBM_BYTES_PER_S, flops / FP8_FLOPS) * 1e6
-
-
-def _modeled(call, samples, fill_bytes=0):
-    params = timing.Params()
-    with emu.recording(params=params, samples=samples, functional=False) as rec:
-        call()
-    kernels = [(name, t.kernel_us) for name, t, _ in rec.launches]
-    fill = fill_bytes / (T.HBM_BYTES_PER_S * min(1.0, params.bandwidth_efficiency)) * 1e6
-    return sum(us for _, us in kernels) + fill + params.launch_us, kernels
-
-
 def decode_row(b, nn, ctx, samples):
     from flyaot.ops import fp8_paged_mqa_logits, fp8_paged_mqa_logits_schedule
+    floor = floors.mqa_fp8_decode([ctx] * b, nn, HEADS, max_seq_len=ctx, page=PAGE)
     pages = b * -(-ctx // PAGE)
     cache = _fp8_bytes(pages, PAGE, 1, D + 4)
     cache.view(pages, -1)[:, PAGE * D:] = torch.ones(pages, PAGE).view(torch.uint8)
@@ -54,19 +44,20 @@ def decode_row(b, nn, ctx, samples):
     w = torch.randn(b * nn, HEADS)
     cl = torch.full((b,), ctx, dtype=torch.int32)
     out = torch.empty(b * nn, ctx)
-    tiles, _ = _modeled(lambda: fp8_paged_mqa_logits(q, cache, w, cl, bt, ctx, kv_block_size=PAGE, out=out),
-                        samples)
+    tiles = modeled.modeled_call(lambda: fp8_paged_mqa_logits(q, cache, w, cl, bt, ctx, kv_block_size=PAGE, out=out),
+                                 samples=samples)
     sched = fp8_paged_mqa_logits_schedule(cl, ctx, nn)
-    build, _ = _modeled(lambda: fp8_paged_mqa_logits_schedule(cl, ctx, nn, out=sched), samples)
-    varctx, _ = _modeled(lambda: fp8_paged_mqa_logits(q, cache, w, cl, bt, ctx, kv_block_size=PAGE, preshuffle=True,
-                                                      schedule=sched, out=out), samples, fill_bytes=out.numel() * 4)
-    hbm = b * ctx * (D + 4) + out.numel() * 4 + q.numel() + w.numel() * 4
-    return {"shape": f"{b}x{nn}x{ctx}", "sglang_tiles_us": tiles, "vllm_varctx_us": varctx,
-            "vllm_schedule_us": build, "floor_us": _floor_us(hbm, 2.0 * b * nn * HEADS * D * ctx)}
+    build = modeled.modeled_call(lambda: fp8_paged_mqa_logits_schedule(cl, ctx, nn, out=sched), samples=samples)
+    varctx = modeled.modeled_call(lambda: fp8_paged_mqa_logits(q, cache, w, cl, bt, ctx, kv_block_size=PAGE,
+                                                               preshuffle=True, schedule=sched, out=out),
+                                  out.numel() * 4, samples)
+    return {"family": "decode", "shape": f"{b}x{nn}x{ctx}", "sglang_tiles": tiles, "vllm_varctx": varctx,
+            "vllm_schedule": build, **_floor(floor)}
 
 
 def prefill_row(s, s_kv, samples):
     from flyaot.ops import fp8_mqa_logits
+    floor = floors.mqa_fp8_prefill(s, s_kv, HEADS)
     q = _fp8_bytes(s, HEADS, D)
     kv = _fp8_bytes(s_kv, D)
     scales = torch.ones(s_kv)
@@ -74,34 +65,82 @@ def prefill_row(s, s_kv, samples):
     ends = torch.arange(s_kv - s + 1, s_kv + 1, dtype=torch.int32)
     starts = torch.zeros(s, dtype=torch.int32)
     out = torch.empty(s, s_kv)
-    us, _ = _modeled(lambda: fp8_mqa_logits(q, kv, scales, w, starts, ends, out=out), samples)
-    visible = int(ends.long().sum())
-    hbm = s_kv * (D + 4) + s * s_kv * 4 + q.numel() + w.numel() * 4
-    return {"shape": f"1x{s}x{s_kv}", "flyaot_us": us, "floor_us": _floor_us(hbm, 2.0 * HEADS * D * visible)}
+    r = modeled.modeled_call(lambda: fp8_mqa_logits(q, kv, scales, w, starts, ends, out=out), samples=samples)
+    return {"family": "prefill", "shape": f"1x{s}x{s_kv}", "flyaot": r, **_floor(floor)}
+
+
+def _floor(f):
+    return {"floor_us": f.us, "floor_terms_us": f.terms, "floor_bound": f.bound}
+
+
+def parse_shape(spec: str):
+    """--shape decode:BxNEXT_NxMAX_CTX | prefill:SxS_KV -> (family, dims)."""
+    fam, _, dims = spec.partition(":")
+    try:
+        vals = tuple(int(x) for x in dims.split("x"))
+    except ValueError:
+        vals = ()
+    ok = {"decode": len(vals) == 3, "prefill": len(vals) == 2 and vals[1] >= vals[0]}.get(fam, False)
+    if not ok or min(vals) < 1:
+        raise SystemExit(f"--shape {spec!r}: expected decode:BxNEXT_NxMAX_CTX or prefill:SxS_KV with S_KV >= S "
+                         f"(positive integers)")
+    return fam, vals
+
+
+HEADERS = {
+    "decode": "decode H64 D128 page 64, modeled us (dev/flr: device time / floor)\n"
+              f"  {'shape':>14}   {'tiles':>9}   {'varctx':>9}   {'schedule':>9}   {'floor':>8} {'bound':>5}   "
+              f"{'tiles dev/flr':>13}   {'varctx dev/flr':>14}",
+    "prefill": "prefill fp8_mqa_logits H64 D128, causal, modeled us (dev/flr: device time / floor)\n"
+               f"  {'shape':>14}   {'flyaot':>9}   {'floor':>8} {'bound':>5}   {'dev/flr':>7}"}
+
+
+def _ratio(r, floor_us):
+    return r["device_us"] / floor_us
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--samples", type=int, default=8)
-    ap.add_argument("--json")
+    ap.add_argument("--samples", type=int, default=8, help="workgroups emulated per launch")
+    ap.add_argument("--shape", action="append", default=[],
+                    help="model this row instead of the default tables (repeatable): decode:BxNEXT_NxMAX_CTX "
+                         "(H64, page 64) or prefill:SxS_KV (H64, causal)")
+    ap.add_argument("--json", help="write the rows here")
     a = ap.parse_args(argv)
-    import os
-    os.environ["FLYAOT_DEVICE"] = "emu"
-    rows = {"decode": [], "prefill": []}
-    print("decode H64 D128 page 64 (modeled us)   SGLang tiles   vLLM varctx   vLLM schedule   floor")
-    for b, nn, ctx in DECODE:
-        r = decode_row(b, nn, ctx, a.samples)
-        rows["decode"].append(r)
-        print(f"  {r['shape']:>14}   {r['sglang_tiles_us']:12.2f}   {r['vllm_varctx_us']:11.2f}   "
-              f"{r['vllm_schedule_us']:13.2f}   {r['floor_us']:6.2f}", flush=True)
-    print("prefill fp8_mqa_logits H64 D128, causal (modeled us)   flyaot   floor")
-    for s, s_kv in PREFILL:
-        r = prefill_row(s, s_kv, a.samples)
-        rows["prefill"].append(r)
-        print(f"  {r['shape']:>14}   {r['flyaot_us']:9.2f}   {r['floor_us']:7.2f}", flush=True)
+    if a.samples < 1:
+        ap.error("--samples must be >= 1")
+    shapes = [parse_shape(x) for x in a.shape] or [("decode", r) for r in DECODE] + [("prefill", r) for r in PREFILL]
+    rows, failed, table = [], [], None
+    for fam, dims in shapes:
+        if table != fam:
+            table = fam
+            print(HEADERS[fam], flush=True)
+        label = f"{fam} {'x'.join(map(str, dims))}"
+        try:
+            r = (decode_row if fam == "decode" else prefill_row)(*dims, a.samples)
+        except Exception as e:        # reported with the row, and the run fails at the end
+            err = f"{type(e).__name__}: {e}"[:300]
+            failed.append(f"{label}: {err}")
+            print(f"  {label} FAILED {err}", flush=True)
+            continue
+        rows.append(r)
+        fl = r["floor_us"]
+        if fam == "decode":
+            print(f"  {r['shape']:>14}   {r['sglang_tiles']['us']:9.2f}   {r['vllm_varctx']['us']:9.2f}   "
+                  f"{r['vllm_schedule']['us']:9.2f}   {fl:8.2f} {r['floor_bound']:>5}   "
+                  f"{_ratio(r['sglang_tiles'], fl):13.2f}   {_ratio(r['vllm_varctx'], fl):14.2f}", flush=True)
+        else:
+            print(f"  {r['shape']:>14}   {r['flyaot']['us']:9.2f}   {fl:8.2f} {r['floor_bound']:>5}   "
+                  f"{_ratio(r['flyaot'], fl):7.2f}", flush=True)
+    print("Modeled times are outputs of a calibrated model, not measurements.")
     if a.json:
-        with open(a.json, "w") as f:
-            json.dump(rows, f, indent=1)
+        path = pathlib.Path(a.json)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps({"samples": a.samples, "rows": rows}, indent=1))
+        tmp.replace(path)
+    if failed:
+        print(f"{len(failed)} rows could not be modeled:\n  " + "\n  ".join(failed), file=sys.stderr)
+        return 1
     return 0
 
 

@@ -56,24 +56,36 @@ OPS = {"gemm": _gemm, "decode": _decode, "prefill": _prefill}
 
 
 def modeled_us(family: str, *shape, samples: int = 8) -> dict:
-    """{'us', 'kernels': [(name, us, sampling error)], 'fill_us', 'launch_us', 'device_us',
-    'validation_error'} for one op call; 'us' is the sum of the kernels, the fill and the launch term,
-    'device_us' the same without the launch term. CPU tensors run on the emulator; the caller's runtime
-    and environment are left as they are."""
-    from ..emu import timing
-    from ..emu.isa.gfx950 import timing as T
-    from ..runtime.drivers import emu
+    """modeled_call's result for the op `flyaot model FAMILY SHAPE` models, with the model's
+    'validation_error' for that family."""
     if family not in OPS:
         raise ValueError(f"family {family!r}: expected one of {', '.join(sorted(OPS))}")
     call, fill_bytes = OPS[family](*shape)
+    return {**modeled_call(call, fill_bytes, samples), "validation_error": _timing().VALIDATION.get(family)}
+
+
+def modeled_call(call, fill_bytes: int = 0, samples: int = 8) -> dict:
+    """{'us', 'kernels': [(name, us, sampling error)], 'fill_us', 'launch_us', 'device_us'} of one op
+    call `call()` on the shipped model parameters; 'us' is the sum of the kernels, the `-inf` fill of
+    `fill_bytes` at the modeled HBM bandwidth and the launch term, 'device_us' the same without the
+    launch term. CPU tensors run on the emulator; the caller's runtime and environment are left as
+    they are."""
+    from ..emu import timing
+    from ..runtime.drivers import emu
     params = timing.Params()
     with emu.recording(params=params, samples=samples, functional=False) as rec:
         call()
     kernels = [(name, t.kernel_us, t.sampling_error) for name, t, _ in rec.launches]
-    fill = fill_bytes / (T.HBM_BYTES_PER_S * min(1.0, params.bandwidth_efficiency)) * 1e6
+    fill = fill_bytes / (_timing().HBM_BYTES_PER_S * min(1.0, params.bandwidth_efficiency)) * 1e6
     device = sum(k[1] for k in kernels) + fill
     return {"us": device + params.launch_us, "kernels": kernels, "fill_us": fill, "launch_us": params.launch_us,
-            "device_us": device, "validation_error": T.VALIDATION.get(family)}
+            "device_us": device}
+
+
+def _timing():
+    """The emulated ISA's timing tables (imported on first use: `import flyaot.ops` stays light)."""
+    from ..emu import isa
+    return isa.load(isa.ARCH).timing
 
 
 def floor(family: str, *shape):

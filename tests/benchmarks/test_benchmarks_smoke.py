@@ -122,6 +122,48 @@ def test_gfx950_model_with_upstream_calibrates():
         assert len(re.findall(NUM, r)) >= 10, r     # flyaot, upstream, measured, target, floor, ratios
 
 
+@smokes("mqa_fp8_model.py")
+def test_mqa_fp8_model_rows_and_floors(tmp_path):
+    out = tmp_path / "rows.json"
+    p = run("mqa_fp8_model.py", "--shape", "decode:2x1x256", "--shape", "decode:1x2x128", "--shape",
+            "prefill:16x128", "--samples", 2, "--json", out)
+    data = json.loads(out.read_text())["rows"]
+    assert [(r["family"], r["shape"]) for r in data] == [("decode", "2x1x256"), ("decode", "1x2x128"),
+                                                          ("prefill", "1x16x128")]
+    for r in data:
+        line = re.search(rf"^\s+{r['shape']}\s+(.*)$", p.stdout, re.M).group(1).split()
+        runs = [r["sglang_tiles"], r["vllm_varctx"], r["vllm_schedule"]] if r["family"] == "decode" else [r["flyaot"]]
+        ratios = runs[:2] if r["family"] == "decode" else runs
+        assert all(x["us"] > x["device_us"] > 0 and x["kernels"] for x in runs)
+        assert [float(v) for v in line[:len(runs)]] == pytest.approx([x["us"] for x in runs], abs=0.006)
+        assert r["floor_us"] == pytest.approx(max(r["floor_terms_us"].values()))
+        assert float(line[len(runs)]) == pytest.approx(r["floor_us"], abs=0.006)
+        assert line[len(runs) + 1] == r["floor_bound"] == max(r["floor_terms_us"], key=r["floor_terms_us"].get)
+        printed = [float(v) for v in line[len(runs) + 2:]]
+        assert printed == pytest.approx([x["device_us"] / r["floor_us"] for x in ratios], rel=0.01)
+        assert all(v >= 1.0 for v in printed)
+    assert data[1]["vllm_varctx"]["fill_us"] > 0 and data[1]["sglang_tiles"]["fill_us"] == 0   # only varctx fills
+    from flyaot.ops import floors
+    assert [r["floor_us"] for r in data] == pytest.approx(
+        [floors.mqa_fp8_decode([256] * 2, 1).us, floors.mqa_fp8_decode([128], 2).us, floors.mqa_fp8_prefill(16, 128).us])
+
+
+def test_mqa_fp8_model_exits_nonzero_naming_a_row_it_cannot_model():
+    p = run("mqa_fp8_model.py", "--shape", "decode:1x1x128", "--shape", "decode:1x5x128", "--samples", 1, ok=False)
+    assert p.returncode == 1
+    assert "1 rows could not be modeled" in p.stderr and "decode 1x5x128" in p.stderr and "next_n" in p.stderr
+    assert "decode 1x1x128" not in p.stderr and re.search(r"^\s+1x1x128\s", p.stdout, re.M)
+
+
+@pytest.mark.parametrize("spec", ["decode:2x1", "prefill:16x8", "gemm:1x2x3", "decode:0x1x64"])
+def test_mqa_fp8_model_refuses_bad_shapes_before_running(spec, capsys, monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCH))
+    import mqa_fp8_model
+    with pytest.raises(SystemExit) as e:
+        mqa_fp8_model.main(["--shape", "decode:1x1x64", "--shape", spec])
+    assert "--shape" in str(e.value.code) and spec in str(e.value.code) and capsys.readouterr().out == ""
+
+
 @smokes("gemm_model_tune.py")
 def test_gemm_model_tune():
     p = run("gemm_model_tune.py", "--only", 3, "--samples", 1, "--jobs", 2)

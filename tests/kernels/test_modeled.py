@@ -8,8 +8,10 @@ import threading
 
 import pytest
 
-from flyaot.emu.isa.gfx950 import timing as T
+from flyaot.emu import isa
 from flyaot.ops import modeled
+
+T = isa.load(isa.ARCH).timing
 
 
 def test_modeled_time_of_a_gemm_says_it_is_a_model(tmp_path):
