@@ -158,6 +158,8 @@ def _print_json(rows, device, value_key) -> None:
 
 
 def cmd_selftest(a, config) -> int:
+    if a.sanitize and a.device not in (None, "cpu", "emu"):
+        raise UsageError(f"--sanitize runs on the emulator (--device cpu), not on --device {a.device}")
     device, families = _device(a, config, "selftest")
     if a.sanitize and device != "cpu":
         raise UsageError(f"--sanitize runs on the emulator (--device cpu), not on --device {device}")

