@@ -31,6 +31,8 @@ import weakref
 
 import numpy as np
 
+from flyaot.formats import env
+
 from .counters import CLASSES, Counters, classify
 from .memory import Memory
 from .semantics import HANDLERS, handler_for
@@ -104,17 +106,8 @@ def run_wave(prep: Prepared, w: Wave, counts: list) -> None:
                 i = index[w.pc]
     except WaveYield:
         return
-    except IndexError as e:
-        if i >= len(instrs):
-            raise EmuError(f"{prep.program.name}: execution ran past the end of the kernel") from e
-        raise _located(prep, ins, e) from e
-    except KeyError as e:
-        if ins is not None and w.pc not in index:
-            raise EmuError(f"{prep.program.name}: branch from 0x{ins.addr:x} to 0x{w.pc:x}, not an "
-                           f"instruction start") from e
-        raise _located(prep, ins, e) from e
     except Exception as e:              # any failure names the instruction that raised it
-        raise _located(prep, ins, e) from e
+        raise _fault(prep, w, i, ins, e) from e
 
 
 def run_wave_stepped(prep: Prepared, w: Wave, counts: list, probe, budget: int = -1) -> None:
@@ -152,29 +145,27 @@ def run_wave_stepped(prep: Prepared, w: Wave, counts: list, probe, budget: int =
         return
     except SanitizerError:
         raise
-    except IndexError as e:
-        if i >= len(instrs):
-            raise EmuError(f"{prep.program.name}: execution ran past the end of the kernel") from e
-        raise _located(prep, ins, e) from e
-    except KeyError as e:
-        if ins is not None and w.pc not in index:
-            raise EmuError(f"{prep.program.name}: branch from 0x{ins.addr:x} to 0x{w.pc:x}, not an "
-                           f"instruction start") from e
-        raise _located(prep, ins, e) from e
     except Exception as e:
-        raise _located(prep, ins, e) from e
+        raise _fault(prep, w, i, ins, e) from e
+
+
+def _fault(prep: Prepared, w: Wave, i: int, ins, e: Exception) -> EmuError:
+    """The EmuError a wave's failure at instruction index `i` becomes: running off the end, a branch
+    into the middle of an instruction, or the instruction that raised it."""
+    if isinstance(e, IndexError) and i >= len(prep.instrs):
+        return EmuError(f"{prep.program.name}: execution ran past the end of the kernel")
+    if isinstance(e, KeyError) and ins is not None and w.pc not in prep.index:
+        return EmuError(f"{prep.program.name}: branch from 0x{ins.addr:x} to 0x{w.pc:x}, not an instruction start")
+    return _located(prep, ins, e)
 
 
 def parse_schedule(text: str, what: str = "FLYAOT_EMU_SCHEDULE"):
     """A schedule's text (FLYAOT_EMU_SCHEDULE's value, or `what`) -> None (waves in turn) or the
-    seed of a random schedule."""
-    t = (text or "").strip().lower()
-    if t in ("", "0", "off", "turn", "in-turn"):
-        return None
-    kind, _, seed = t.partition(":")
-    if kind != "random" or not seed.strip().lstrip("-").isdigit():
-        raise ValueError(f"{what}={text!r}: expected 'random:SEED' (an integer seed) or 'turn'")
-    return int(seed)
+    seed of a random schedule; the variable's own parser, with the error naming `what`."""
+    try:
+        return env.BY_NAME["FLYAOT_EMU_SCHEDULE"].parse(text)
+    except env.EnvError:
+        raise ValueError(f"{what}={text!r}: expected 'random:SEED' (an integer seed) or 'turn'") from None
 
 
 def _located(prep, ins, e):
