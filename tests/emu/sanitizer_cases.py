@@ -128,6 +128,25 @@ def _decode(seed, ctx, next_n, heads, msl):
     return passes(m), m, out
 
 
+def fp8_paged():
+    """The FP8 paged kernel (H64 D128, preshuffled 64-token pages, tiles grid), next_n 2."""
+    from flyaot.kernel_defs.mqa_fp8 import reference as R
+    from flyaot.ops import fp8_paged_mqa_logits
+    g = torch.Generator().manual_seed(64)
+    ctx, next_n, msl, page = [100, 0, 37], 2, 128, 64
+    n = sum(-(-c // page) for c in ctx) + 1
+    cache = R.preshuffle_cache(R.write_paged_cache(torch.randn(n, page, 1, 128, generator=g)))
+    bt = torch.randint(0, n, (3, -(-msl // page)), generator=g, dtype=torch.int32)
+    q = torch.randn(3, next_n, 64, 128, generator=g).to(R.FP8)
+    w = torch.randn(3 * next_n, 64, generator=g)
+    cl = torch.tensor(ctx, dtype=torch.int32)
+    out = fp8_paged_mqa_logits(q, cache, w, cl, bt, msl, kv_block_size=page, preshuffle=True)
+    ref = R.paged_logits_reference(q, R.dequant_pages(cache, True), w, cl, bt, msl)
+    live = ref != float("-inf")
+    err = ((out[live] - ref[live]).abs().max() / ref[live].abs().max()).item()
+    return bool(torch.equal(out == float("-inf"), ~live)) and err <= 1e-5, f"max rel err {err:.3g}", out
+
+
 # every family's kernels, through the public ops: (name, case)
 ALL = (("gemm_tile", gemm_tile), ("split_k_gemm", split_k_gemm), ("staged_decode", staged_decode),
-       ("direct_decode", direct_decode), ("prefill", prefill))
+       ("direct_decode", direct_decode), ("prefill", prefill), ("fp8_paged", fp8_paged))
