@@ -24,7 +24,6 @@ user SGPRs (dispatch ptr, kernarg segment ptr, ... , preloaded kernarg dwords), 
 (workgroup ids, workgroup info, wave offset), v0 = packed work-item ids (x 9:0, y 19:10, z 29:20)
 on gfx90a+, EXEC = the lanes that hold a work-item.
 """
-import logging
 import random
 import struct
 import weakref
@@ -38,8 +37,6 @@ from .memory import Memory
 from .semantics import HANDLERS, handler_for
 from .semantics.salu_ops import WaveYield
 from .wave import EmuError, LANES, SanitizerError, Wave
-
-log = logging.getLogger("flyaot.emu")
 
 
 def _unimplemented(w, ins):
@@ -183,9 +180,6 @@ class Launch:
         self.grid, self.block = tuple(int(g) for g in grid), tuple(int(b) for b in block)
         if facts.wavefront_size != 64:
             raise EmuError("only wave64 kernels are supported")
-        if facts.scratch_size:
-            log.warning("%s uses %d bytes of scratch per lane; scratch is not emulated",
-                        prep.program.name, facts.scratch_size)
         ka = np.zeros(max(len(kernarg), facts.kernarg_size, 8) + 256, dtype=np.uint8)
         ka[:len(kernarg)] = np.frombuffer(kernarg, dtype=np.uint8)
         self.kernarg = ka
@@ -201,6 +195,8 @@ class Launch:
         self.nwaves = -(-threads // LANES)
         self._waves = [Wave(mem=mem, agpr_base=facts.accum_offset, counters=self.counters,
                             wave_id=k) for k in range(self.nwaves)]
+        for w in self._waves:
+            w.scratch = np.zeros((LANES, facts.scratch_size), dtype=np.uint8)
         self._tid = self._workitem_ids(threads)
 
     def _dispatch_packet(self) -> np.ndarray:

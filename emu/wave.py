@@ -103,6 +103,7 @@ class Wave:
         self.at_barrier = False           # parked on s_barrier until the workgroup arrives
         self.shared_base = 0              # src_shared_base / src_private_base apertures (high dword)
         self.private_base = 0
+        self.scratch = np.zeros((LANES, 0), dtype=np.uint8)   # per-lane private segment (scratch_*)
         self.instr = None                 # the instruction being executed (for error messages)
         self.watch = None                 # a probe told of every LDS access (machine.py), or None
 

@@ -1,4 +1,5 @@
-"""Vector memory: buffer_* (MUBUF with a V# resource), global_* and flat_* loads/stores/atomics.
+"""Vector memory: buffer_* (MUBUF with a V# resource), global_* and flat_* loads/stores/atomics,
+scratch_* loads/stores.
 
 Buffer addressing (swizzle off, as our kernels build their V#s):
     addr = base + soffset + inst_offset + (offen ? voffset : 0) + (idxen ? vindex * stride : 0)
@@ -16,6 +17,11 @@ and an out-of-range lane stores zeros there (the ISA's LDS_ADDR = LDSbase + M0 +
 TID*4; gfx950 adds dwordx3/x4 with a 16 * lane stride, and the immediate offset applies to both
 the memory and the LDS address; docs/emulator.md#sources). Only dword/dwordx3/dwordx4 are implemented
 (the sizes our compiler emits); the sub-dword forms raise.
+
+Scratch (the FLAT scratch segment) addresses each lane's own private segment (Wave.scratch, the
+kernel descriptor's private_segment_fixed_size bytes per lane):
+    lane offset = inst_offset + (saddr ? SGPR : 0) + (SVE ? vaddr : 0)
+an access outside [0, private segment size) faults.
 """
 import numpy as np
 
@@ -40,7 +46,7 @@ _WIDTH = {
 
 def _suffix(op: str) -> str:
     for p in ("buffer_load_", "buffer_store_", "global_load_", "global_store_", "flat_load_",
-              "flat_store_"):
+              "flat_store_", "scratch_load_", "scratch_store_"):
         if op.startswith(p):
             return op[len(p):]
     raise EmuError(f"unknown memory mnemonic {op}")
@@ -348,6 +354,59 @@ for _p in ("global", "flat"):
             handles(f"{_p}_load_{_s}")(_global_load)
         if _s in ("byte", "short", "byte_d16_hi", "short_d16_hi") or _s.startswith("dword"):
             handles(f"{_p}_store_{_s}")(_global_store)
+
+
+# ---------------- scratch ----------------
+def _scratch_access(w, ins, is_store):
+    """(lane byte offsets int64[64], data operand or None) of a scratch_* instruction."""
+    vgprs = [o for o in ins.src if o.kind == "vgpr"]
+    saddr = next((o for o in ins.src if o.kind == "sgpr"), None)
+    data = vgprs.pop() if is_store else None
+    off = np.full(LANES, int(ins.mods.get("offset", 0)), dtype=np.int64)
+    if saddr is not None:
+        off += int(w.sgpr[saddr.index])
+    if ins.mods.get("sve") and vgprs:
+        off += w.read(vgprs[0], 1)[0].astype(np.int64)
+    return off, data
+
+
+def _scratch_lanes(w, ins, off, nbytes):
+    """The active lanes and their byte offsets, checked against the private segment."""
+    m = w.exec
+    lanes = np.nonzero(m)[0]
+    o = off[m]
+    size = w.scratch.shape[1]
+    bad = (o < 0) | (o + nbytes > size)
+    if bad.any():
+        k = int(np.argmax(bad))
+        raise EmuError(f"{ins.op} at 0x{ins.addr:x}: lane {int(lanes[k])} accesses private bytes "
+                       f"[{int(o[k])}, {int(o[k]) + nbytes}) outside the {size}-byte scratch segment")
+    return lanes, o
+
+
+def _scratch_load(w, ins):
+    nbytes, sext, d16 = _WIDTH[_suffix(ins.op)]
+    off, _ = _scratch_access(w, ins, False)
+    raw = np.zeros((LANES, nbytes), dtype=np.uint8)
+    lanes, o = _scratch_lanes(w, ins, off, nbytes)
+    if lanes.size:
+        raw[lanes] = w.scratch[lanes[:, None], o[:, None] + np.arange(nbytes)]
+    _load_result(w, ins, raw, nbytes, sext, d16, w.exec)
+
+
+def _scratch_store(w, ins):
+    nbytes, _, d16 = _WIDTH[_suffix(ins.op)]
+    off, data = _scratch_access(w, ins, True)
+    lanes, o = _scratch_lanes(w, ins, off, nbytes)
+    if lanes.size:
+        w.scratch[lanes[:, None], o[:, None] + np.arange(nbytes)] = _store_bytes(w, data, nbytes, d16)[lanes]
+
+
+for _s in _WIDTH:
+    if "d16" in _s or _s in ("ubyte", "sbyte", "ushort", "sshort") or _s.startswith("dword"):
+        handles(f"scratch_load_{_s}")(_scratch_load)
+    if _s in ("byte", "short", "byte_d16_hi", "short_d16_hi") or _s.startswith("dword"):
+        handles(f"scratch_store_{_s}")(_scratch_store)
 
 
 # ---------------- atomics ----------------

@@ -169,3 +169,54 @@ def test_lds_address_wraps_at_32_bits():
     run(w, ins("ds_write_b32", [], [v(1), v(0)], offset=16),
         ins("ds_read_b32", [v(2)], [v(0)], offset=0))
     assert (w.vgpr[2] == L * 4).all()
+
+
+def _scratch_wave(nbytes):
+    w = wave()
+    w.scratch = np.zeros((64, nbytes), dtype=np.uint8)
+    return w
+
+
+def test_scratch_store_load_is_private_per_lane():
+    # ISA rule: scratch_* address each lane's own private segment; lane offset = inst_offset +
+    # saddr (SGPR) + vaddr (with SVE); the same offset in two lanes is two different locations.
+    w = _scratch_wave(64)
+    w.vgpr[4:8] = np.stack([L * 10 + j for j in range(4)])
+    w.sgpr[3] = 16
+    run(w, ins("scratch_store_dwordx4", [], [v(4, 4), s(3)], enc="SCRATCH", offset=8, sve=0))
+    for lane in (0, 37):
+        got = w.scratch[lane, 24:40].view(np.uint32)
+        assert got.tolist() == [lane * 10 + j for j in range(4)]
+    assert not w.scratch[:, :24].any() and not w.scratch[:, 40:].any()
+    w.vgpr[0] = L % 2 * 4                                   # SVE: a per-lane offset on top
+    run(w, ins("scratch_load_dword", [v(9)], [v(0)], enc="SCRATCH", offset=24, sve=1))
+    want = np.where(L % 2 == 0, L * 10, L * 10 + 1)
+    assert (w.vgpr[9] == want).all()
+
+
+def test_scratch_exec_mask_widths_and_sign_extension():
+    w = _scratch_wave(16)
+    w.vgpr[2] = np.uint32(0xFFFF8081)
+    w.vgpr[3] = 0x11223344
+    w.exec[5] = False
+    run(w, ins("scratch_store_dwordx2", [], [v(2, 2)], enc="SCRATCH", offset=0, sve=0))
+    assert not w.scratch[5].any()
+    assert w.scratch[0, :8].view(np.uint32).tolist() == [0xFFFF8081, 0x11223344]
+    w.vgpr[7] = 0xDEADBEEF
+    run(w, ins("scratch_load_sbyte", [v(6)], [], enc="SCRATCH", offset=0, sve=0),
+        ins("scratch_load_ushort", [v(8)], [], enc="SCRATCH", offset=0, sve=0),
+        ins("scratch_load_short_d16_hi", [v(7)], [], enc="SCRATCH", offset=4, sve=0))
+    assert int(w.vgpr[6, 0]) == 0xFFFFFF81 and int(w.vgpr[8, 0]) == 0x8081
+    assert int(w.vgpr[7, 0]) == 0x3344BEEF
+    assert int(w.vgpr[7, 5]) == 0xDEADBEEF                 # an inactive lane's register is untouched
+
+
+def test_scratch_outside_the_private_segment_faults():
+    w = _scratch_wave(16)
+    w.exec[:] = False
+    w.exec[9] = True
+    with pytest.raises(EmuError, match="lane 9 .*outside the 16-byte scratch segment"):
+        run(w, ins("scratch_load_dwordx2", [v(0, 2)], [], enc="SCRATCH", offset=12, sve=0))
+    w.sgpr[0] = np.uint32(0xFFFFFFFC)                       # a wrapped negative offset
+    with pytest.raises(EmuError, match="outside"):
+        run(w, ins("scratch_store_dword", [], [v(1), s(0)], enc="SCRATCH", offset=0, sve=0))
