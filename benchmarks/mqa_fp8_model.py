@@ -1,6 +1,6 @@
 """Modeled MI355X time of the FP8 indexer ops (mqa_fp8) on the emulator's timing model.
 
-    python benchmarks/mqa_fp8_model.py [--samples N] [--json PATH]
+    python benchmarks/mqa_fp8_model.py [--samples N] [--json PATH] [--aiter DIR]
         [--shape decode:BxNEXT_NxMAX_CTX] [--shape prefill:SxS_KV] ...
 
 Decode rows: the FP4 decode table's shapes (B x next_n x max_ctx, H64 D128, page 64), every context
@@ -12,6 +12,11 @@ Each row gives its physical floor (flyaot.ops.floors: the largest of its HBM, MF
 device time / floor (device time = the kernels plus the -inf fill, without the launch term). A row
 that cannot be modeled makes the run exit with status 1, naming it. Sampled workgroups
 (docs/timing-model.md); these are model outputs, not measurements.
+
+--aiter DIR (an aiter checkout, e.g. at commit cae82635; needs triton >= 3.5 importable) adds the peer
+in the same run: aiter's Gluon kernels compiled for gfx950 and modeled on the same inputs and
+parameters (gluon_kernels.py), first checked against the torch reference at a small shape; decode rows
+then also give the Gluon times and flyaot / Gluon.
 """
 import argparse
 import json
@@ -33,7 +38,7 @@ def _fp8_bytes(*shape):
     return torch.randint(0, 0x70, shape, dtype=torch.uint8)
 
 
-def decode_row(b, nn, ctx, samples):
+def decode_row(b, nn, ctx, samples, peer=None):
     from flyaot.ops import fp8_paged_mqa_logits, fp8_paged_mqa_logits_schedule
     floor = floors.mqa_fp8_decode([ctx] * b, nn, HEADS, max_seq_len=ctx, page=PAGE)
     pages = b * -(-ctx // PAGE)
@@ -51,11 +56,15 @@ def decode_row(b, nn, ctx, samples):
     varctx = modeled.modeled_call(lambda: fp8_paged_mqa_logits(q, cache, w, cl, bt, ctx, kv_block_size=PAGE,
                                                                preshuffle=True, schedule=sched, out=out),
                                   out.numel() * 4, samples)
-    return {"family": "decode", "shape": f"{b}x{nn}x{ctx}", "sglang_tiles": tiles, "vllm_varctx": varctx,
-            "vllm_schedule": build, **_floor(floor)}
+    row = {"family": "decode", "shape": f"{b}x{nn}x{ctx}", "sglang_tiles": tiles, "vllm_varctx": varctx,
+           "vllm_schedule": build, **_floor(floor)}
+    if peer is not None:
+        import gluon_kernels
+        row.update(gluon_kernels.decode(peer, q, cache, w, cl, bt, ctx, samples))
+    return row
 
 
-def prefill_row(s, s_kv, samples):
+def prefill_row(s, s_kv, samples, peer=None):
     from flyaot.ops import fp8_mqa_logits
     floor = floors.mqa_fp8_prefill(s, s_kv, HEADS)
     q = _fp8_bytes(s, HEADS, D)
@@ -91,6 +100,10 @@ HEADERS = {
     "decode": "decode H64 D128 page 64, modeled us (dev/flr: device time / floor)\n"
               f"  {'shape':>14}   {'tiles':>9}   {'varctx':>9}   {'schedule':>9}   {'floor':>8} {'bound':>5}   "
               f"{'tiles dev/flr':>13}   {'varctx dev/flr':>14}",
+    "peer": "decode, aiter's Gluon kernel on the same model (split: Preshuffle, SplitKV grid; varctx: vLLM's "
+            "call), modeled us\n"
+            f"  {'shape':>14}   {'g split':>9}   {'g varctx':>9}   {'g sched':>9}   {'tiles/split':>11}   "
+            f"{'varctx/varctx':>13}",
     "prefill": "prefill fp8_mqa_logits H64 D128, causal, modeled us (dev/flr: device time / floor)\n"
                f"  {'shape':>14}   {'flyaot':>9}   {'floor':>8} {'bound':>5}   {'dev/flr':>7}"}
 
@@ -106,18 +119,26 @@ def main(argv=None):
                     help="model this row instead of the default tables (repeatable): decode:BxNEXT_NxMAX_CTX "
                          "(H64, page 64) or prefill:SxS_KV (H64, causal)")
     ap.add_argument("--json", help="write the rows here")
+    ap.add_argument("--aiter", help="an aiter checkout: add its Gluon kernels as the peer (needs triton)")
     a = ap.parse_args(argv)
     if a.samples < 1:
         ap.error("--samples must be >= 1")
+    if a.aiter and not pathlib.Path(a.aiter).is_dir():
+        ap.error(f"--aiter {a.aiter}: not a folder")
+    peer = None
+    if a.aiter:
+        import gluon_kernels
+        peer = gluon_kernels.GluonPeer(a.aiter)
+        print(gluon_kernels.check(peer), flush=True)
     shapes = [parse_shape(x) for x in a.shape] or [("decode", r) for r in DECODE] + [("prefill", r) for r in PREFILL]
-    rows, failed, table = [], [], None
+    rows, failed, table, peers = [], [], None, []
     for fam, dims in shapes:
         if table != fam:
             table = fam
             print(HEADERS[fam], flush=True)
         label = f"{fam} {'x'.join(map(str, dims))}"
         try:
-            r = (decode_row if fam == "decode" else prefill_row)(*dims, a.samples)
+            r = (decode_row if fam == "decode" else prefill_row)(*dims, a.samples, peer)
         except Exception as e:        # reported with the row, and the run fails at the end
             err = f"{type(e).__name__}: {e}"[:300]
             failed.append(f"{label}: {err}")
@@ -129,9 +150,18 @@ def main(argv=None):
             print(f"  {r['shape']:>14}   {r['sglang_tiles']['us']:9.2f}   {r['vllm_varctx']['us']:9.2f}   "
                   f"{r['vllm_schedule']['us']:9.2f}   {fl:8.2f} {r['floor_bound']:>5}   "
                   f"{_ratio(r['sglang_tiles'], fl):13.2f}   {_ratio(r['vllm_varctx'], fl):14.2f}", flush=True)
+            if peer is not None:
+                peers.append(r)
         else:
             print(f"  {r['shape']:>14}   {r['flyaot']['us']:9.2f}   {fl:8.2f} {r['floor_bound']:>5}   "
                   f"{_ratio(r['flyaot'], fl):7.2f}", flush=True)
+    if peers:
+        print(HEADERS["peer"])
+        for r in peers:
+            t, v = r["sglang_tiles"]["us"], r["vllm_varctx"]["us"]
+            gs, gv = r["gluon_split"]["us"], r["gluon_varctx"]["us"]
+            print(f"  {r['shape']:>14}   {gs:9.2f}   {gv:9.2f}   {r['gluon_schedule']['us']:9.2f}   {t / gs:11.2f}   "
+                  f"{v / gv:13.2f}")
     print("Modeled times are outputs of a calibrated model, not measurements.")
     if a.json:
         path = pathlib.Path(a.json)
