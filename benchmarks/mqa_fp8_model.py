@@ -75,7 +75,11 @@ def prefill_row(s, s_kv, samples, peer=None):
     starts = torch.zeros(s, dtype=torch.int32)
     out = torch.empty(s, s_kv)
     r = modeled.modeled_call(lambda: fp8_mqa_logits(q, kv, scales, w, starts, ends, out=out), samples=samples)
-    return {"family": "prefill", "shape": f"1x{s}x{s_kv}", "flyaot": r, **_floor(floor)}
+    row = {"family": "prefill", "shape": f"1x{s}x{s_kv}", "flyaot": r, **_floor(floor)}
+    if peer is not None:
+        import gluon_kernels
+        row.update(gluon_kernels.prefill(peer, q, kv, scales, w, starts, ends, samples))
+    return row
 
 
 def _floor(f):
@@ -105,7 +109,8 @@ HEADERS = {
             f"  {'shape':>14}   {'g split':>9}   {'g varctx':>9}   {'g sched':>9}   {'tiles/split':>11}   "
             f"{'varctx/varctx':>13}",
     "prefill": "prefill fp8_mqa_logits H64 D128, causal, modeled us (dev/flr: device time / floor)\n"
-               f"  {'shape':>14}   {'flyaot':>9}   {'floor':>8} {'bound':>5}   {'dev/flr':>7}"}
+               f"  {'shape':>14}   {'flyaot':>9}   {'floor':>8} {'bound':>5}   {'dev/flr':>7}",
+    "prefill_peer": f"   {'gluon':>9}   {'flyaot/gluon':>11}"}
 
 
 def _ratio(r, floor_us):
@@ -135,7 +140,7 @@ def main(argv=None):
     for fam, dims in shapes:
         if table != fam:
             table = fam
-            print(HEADERS[fam], flush=True)
+            print(HEADERS[fam] + (HEADERS["prefill_peer"] if fam == "prefill" and peer is not None else ""), flush=True)
         label = f"{fam} {'x'.join(map(str, dims))}"
         try:
             r = (decode_row if fam == "decode" else prefill_row)(*dims, a.samples, peer)
@@ -154,7 +159,8 @@ def main(argv=None):
                 peers.append(r)
         else:
             print(f"  {r['shape']:>14}   {r['flyaot']['us']:9.2f}   {fl:8.2f} {r['floor_bound']:>5}   "
-                  f"{_ratio(r['flyaot'], fl):7.2f}", flush=True)
+                  f"{_ratio(r['flyaot'], fl):7.2f}" + (f"   {r['gluon']['us']:9.2f}   {r['flyaot']['us'] / r['gluon']['us']:11.2f}"
+                                                      if peer is not None else ""), flush=True)
     if peers:
         print(HEADERS["peer"])
         for r in peers:

@@ -18,7 +18,7 @@ import pytest
 REPO = pathlib.Path(__file__).resolve().parents[2]
 BENCH = REPO / "benchmarks"
 AITER = pathlib.Path(os.environ.get("FLYAOT_AITER_DIR", "/work/upstream/aiter"))
-HELPERS = {"aiter_kernels.py", "cubin_store.py", "plots.py", "sweep.py"}     # imported by the scripts, not run
+HELPERS = {"aiter_kernels.py", "cubin_store.py", "gluon_kernels.py", "plots.py", "sweep.py"}  # imported, not run
 NUM = r"[-+]?\d+(?:\.\d+)?"
 
 
@@ -146,6 +146,32 @@ def test_mqa_fp8_model_rows_and_floors(tmp_path):
     from flyaot.ops import floors
     assert [r["floor_us"] for r in data] == pytest.approx(
         [floors.mqa_fp8_decode([256] * 2, 1).us, floors.mqa_fp8_decode([128], 2).us, floors.mqa_fp8_prefill(16, 128).us])
+
+
+def _triton_missing():
+    import importlib.util
+    return importlib.util.find_spec("triton") is None
+
+
+@pytest.mark.skipif(not AITER.is_dir(), reason=f"the Gluon peer needs an aiter checkout at {AITER} (FLYAOT_AITER_DIR)")
+@pytest.mark.skipif(_triton_missing(), reason="the Gluon peer needs triton >= 3.5 importable (docs/families/mqa_fp8.md)")
+def test_mqa_fp8_model_gluon_peer_checked_and_modeled(tmp_path):
+    out = tmp_path / "rows.json"
+    p = run("mqa_fp8_model.py", "--aiter", AITER, "--shape", "decode:1x2x256", "--shape", "prefill:16x64",
+            "--samples", 2, "--json", out, timeout=900)
+    assert re.search(r"Gluon peer checked against the torch reference .*split max error .*varctx .*ragged", p.stdout)
+    dec, pre = json.loads(out.read_text())["rows"]
+    runs = [dec["gluon_split"], dec["gluon_varctx"], dec["gluon_schedule"]]
+    assert all(x["us"] > x["device_us"] > 0 and x["kernels"] for x in runs + [pre["gluon"]])
+    assert dec["gluon_split"]["fill_us"] > 0 and dec["gluon_varctx"]["fill_us"] > 0    # their callers fill -inf
+    assert dec["gluon_chunks_per_slot"] >= 1
+    peer = p.stdout[p.stdout.index("aiter's Gluon kernel"):]
+    line = [float(v) for v in re.search(r"^\s+1x2x256\s+(.*)$", peer, re.M).group(1).split()]
+    assert line == pytest.approx([x["us"] for x in runs] + [dec["sglang_tiles"]["us"] / runs[0]["us"],
+                                                            dec["vllm_varctx"]["us"] / runs[1]["us"]], abs=0.006)
+    line = re.search(r"^\s+1x16x64\s+(.*)$", p.stdout, re.M).group(1).split()
+    assert [float(v) for v in line[-2:]] == pytest.approx([pre["gluon"]["us"], pre["flyaot"]["us"] / pre["gluon"]["us"]],
+                                                          abs=0.006)
 
 
 def test_mqa_fp8_model_exits_nonzero_naming_a_row_it_cannot_model():
