@@ -55,7 +55,6 @@ _RANGE32 = ["tt.pointer_range", 32]
 def triton_missing() -> str | None:
     """Why the peer cannot compile here (None when triton with Gluon is importable)."""
     try:
-        import triton
         from triton.experimental.gluon._runtime import GluonASTSource    # noqa: F401
     except ImportError as e:
         return f"triton with Gluon (>= 3.5) is not importable ({e})"
@@ -127,25 +126,11 @@ class GluonPeer:
                  (7,): kv, (8,): kv, (9,): kv, (10,): kv, (11,): [_RANGE32], (12,): [_RANGE32],
                  (13,): [_DIV16, _RANGE32], (14,): [_DIV16]}
         src = GluonASTSource(fn=getattr(self.kernels, name), signature=sig, constexprs=const, attrs=attrs)
+        # enable_fp_fusion: triton 3.9's default, stated to silence its notice about a future default
         k = triton.compile(src, target=GPUTarget("hip", "gfx950", 64),
                            options={"num_warps": NUM_WARPS, "waves_per_eu": wave_per_eu, "num_stages": 2,
-                                    "num_ctas": 1, "arch": "gfx950", "backend_name": "hip", "warp_size": 64, "enable_fp_fusion": True,
-                                    "name": name})
-        return _code(k)
-
-    @functools.lru_cache(maxsize=None)
-    def schedule_kernel(self, chunk_k, aligned_batch, tries):
-        import triton
-        from triton.backends.compiler import GPUTarget
-        from triton.compiler import ASTSource
-        sig = {"batch_size": "i32", "context_len_ptr": "*i32", "safe_chunks_per_cta_ptr": "*i32",
-               "parallel_unit_num": "i32", "ChunkK": "constexpr", "AlignedBatchSize": "constexpr",
-               "TryCount": "constexpr"}
-        src = ASTSource(fn=self.schedule_kernels._deepgemm_fp8_paged_mqa_logits_varctx_schedule, signature=sig,
-                        constexprs={"ChunkK": chunk_k, "AlignedBatchSize": aligned_batch, "TryCount": tries})
-        k = triton.compile(src, target=GPUTarget("hip", "gfx950", 64),
-                           options={"num_warps": NUM_WARPS, "waves_per_eu": 4, "arch": "gfx950", "enable_fp_fusion": True,
-                                    "backend_name": "hip", "warp_size": 64})
+                                    "num_ctas": 1, "arch": "gfx950", "backend_name": "hip", "warp_size": 64,
+                                    "enable_fp_fusion": True, "name": name})
         return _code(k)
 
     # ----- launches -----
@@ -158,12 +143,14 @@ class GluonPeer:
                              f"sequences")
         grid = cus * 4                       # the schedule kernel's waves_per_eu 4, one CTA per slot
         chunks = -(-max_model_len // chunk_k)
-        tries = -(-chunks // grid)
-        code, kern, lds = self.schedule_kernel(chunk_k, 1 << (batch - 1).bit_length(), tries)
         cl = padded(context_lens.to(torch.int32))
         out = padded(torch.zeros(1, dtype=torch.int32))
-        vals = [batch, cl, out, cus * wave_per_eu // next_n]
-        return _launch(code, kern, lds, (grid, 1, 1), vals, [cl, out]), out
+        kwargs = {"batch_size": batch, "context_len_ptr": cl, "safe_chunks_per_cta_ptr": out,
+                  "parallel_unit_num": cus * wave_per_eu // next_n, "ChunkK": chunk_k,
+                  "AlignedBatchSize": 1 << (batch - 1).bit_length(), "TryCount": -(-chunks // grid), "waves_per_eu": 4}
+        code, kern, lds, values = _jit_compile(self.schedule_kernels._deepgemm_fp8_paged_mqa_logits_varctx_schedule,
+                                               kwargs)
+        return _launch(code, kern, lds, (grid, 1, 1), values, [cl, out]), out
 
     def paged_launch(self, q, kv_cache, weights, out, context_lens, kv_indices, max_model_len, *,
                      preshuffle, chunk_k, wave_per_eu, schedule=None, cus=CUS):
@@ -190,11 +177,14 @@ class GluonPeer:
         vals = [batch, next_n, heads, q, q.stride(0), q.stride(1), q.stride(2), base[0], values.stride(0),
                 base[1], scales.stride(0), context_lens, kv_indices, weights, weights.stride(0), out, out.stride(0),
                 max_model_len, kv_indices.shape[1], pages.shape[0], schedule if schedule is not None else split]
-        return _launch(code, kern, lds, (grid, 1, 1), vals,
-                       [q, kv_cache, context_lens, kv_indices, weights, out] + ([schedule] if schedule is not None else []))
+        tensors = [q, kv_cache, context_lens, kv_indices, weights, out] + ([schedule] if schedule is not None else [])
+        return _launch(code, kern, lds, (grid, 1, 1), vals, tensors)
 
 
 def _code(compiled):
+    md = compiled.metadata
+    if md.global_scratch_size or md.profile_scratch_size:
+        raise RuntimeError(f"{md.name}: needs triton's global or profile scratch buffer, which is not provided here")
     code = compiled.asm["hsaco"]
     return code, codeobject.parse(code).kernels[0], int(compiled.metadata.shared)
 
@@ -202,10 +192,10 @@ def _code(compiled):
 def _launch(code, kern, lds, grid, values, tensors, num_warps=NUM_WARPS):
     """A machine.Launch of a triton kernel: `values` fill its declared arguments in order (tensors and
     ints given as addresses are pointers, ints by their declared size); the arguments triton appends
-    (its global and profile scratch pointers, unused at size 0) stay null."""
+    (its global and profile scratch pointers, unused at size 0: _code checks) stay null."""
     args = [a for a in kern.args if not a.value_kind.startswith("hidden_")]
-    if len(args) < len(values):
-        raise ValueError(f"{kern.name}: {len(values)} values for {len(args)} arguments")
+    if len(args) != len(values) + 2:
+        raise ValueError(f"{kern.name}: {len(values)} values for {len(args)} arguments (2 of them triton's)")
     buf = bytearray(kern.kernarg_size)
     for a, v in zip(args, values):
         if isinstance(v, torch.Tensor):
@@ -300,8 +290,8 @@ def check(peer, cus: int = CUS) -> str:
     ends = torch.arange(s_kv - s + 1, s_kv + 1, dtype=torch.int32)
     starts = torch.randint(0, 100, (s,), generator=g, dtype=torch.int32)
     ref = R.ragged_logits_reference(q, kv.double() * scales.double()[:, None], w, starts, ends)
-    launch, out, _ = ragged_launch(peer, *(_fp8_padded(t) for t in (q, kv)), *(padded(t) for t in (scales, w, starts,
-                                                                                                     ends)))
+    tensors = [_fp8_padded(t) for t in (q, kv)] + [padded(t) for t in (scales, w, starts, ends)]
+    launch, out, _ = ragged_launch(peer, *tensors)
     launch.run()
     visible = ref != float("-inf")
     err = float((out[visible] - ref[visible]).abs().max() / ref[visible].abs().max())
@@ -352,7 +342,7 @@ def _jit_compile(fn, kwargs):
     kwargs = dict(kwargs, debug=kwargs.get("debug", fn.debug) or knobs.runtime.debug,
                   instrumentation_mode=knobs.compilation.instrumentation_mode,
                   fpsan_homomorphic_casts=knobs.compilation.fpsan_homomorphic_casts)
-    kwargs.setdefault("enable_fp_fusion", True)       # triton 3.9's default, stated to silence its notice
+    kwargs.setdefault("enable_fp_fusion", True)       # as in paged_kernel
     bound, spec, opts = create_function_from_signature(fn.signature, fn.params, backend)(**kwargs)
     options, signature, constexprs, attrs = fn._pack_args(backend, kwargs, bound, spec, opts)
     src = (GluonASTSource if fn.is_gluon() else ASTSource)(fn, signature, constexprs, attrs)

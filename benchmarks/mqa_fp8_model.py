@@ -158,9 +158,9 @@ def main(argv=None):
             if peer is not None:
                 peers.append(r)
         else:
+            gluon = f"   {r['gluon']['us']:9.2f}   {r['flyaot']['us'] / r['gluon']['us']:11.2f}" if peer else ""
             print(f"  {r['shape']:>14}   {r['flyaot']['us']:9.2f}   {fl:8.2f} {r['floor_bound']:>5}   "
-                  f"{_ratio(r['flyaot'], fl):7.2f}" + (f"   {r['gluon']['us']:9.2f}   {r['flyaot']['us'] / r['gluon']['us']:11.2f}"
-                                                      if peer is not None else ""), flush=True)
+                  f"{_ratio(r['flyaot'], fl):7.2f}{gluon}", flush=True)
     if peers:
         print(HEADERS["peer"])
         for r in peers:
