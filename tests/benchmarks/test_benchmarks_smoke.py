@@ -174,6 +174,18 @@ def test_mqa_fp8_model_gluon_peer_checked_and_modeled(tmp_path):
                                                           abs=0.006)
 
 
+def test_mqa_fp8_model_refuses_an_aiter_folder_without_the_gluon_kernels(tmp_path, capsys, monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCH))
+    import mqa_fp8_model
+    with pytest.raises(SystemExit) as e:
+        mqa_fp8_model.main(["--aiter", str(tmp_path / "none"), "--shape", "decode:1x1x64"])
+    assert "--aiter" in capsys.readouterr().err and e.value.code == 2
+    with pytest.raises(SystemExit) as e:
+        mqa_fp8_model.main(["--aiter", str(tmp_path), "--shape", "decode:1x1x64"])
+    assert "not an aiter checkout with aiter/ops/triton/gluon/pa_mqa_logits.py" in str(e.value.code)
+    assert capsys.readouterr().out == ""
+
+
 def test_mqa_fp8_model_exits_nonzero_naming_a_row_it_cannot_model():
     p = run("mqa_fp8_model.py", "--shape", "decode:1x1x128", "--shape", "decode:1x5x128", "--samples", 1, ok=False)
     assert p.returncode == 1
