@@ -1,13 +1,14 @@
-"""aiter's Gluon FP8 paged MQA logits kernels (deepgemm_fp8_paged_mqa_logits), compiled for gfx950 on the
-CPU by triton and launched on the emulator: the peer of the mqa_fp8 family in mqa_fp8_model.py.
+"""aiter's Gluon FP8 MQA logits kernels (deepgemm_fp8_paged_mqa_logits and its varctx schedule, and the
+ragged fp8_mqa_logits), compiled for gfx950 on the CPU by triton and launched on the emulator: the peer
+of the mqa_fp8 family in mqa_fp8_model.py.
 
-Nothing of aiter is copied here. The kernel file (aiter/ops/triton/gluon/pa_mqa_logits.py) and the
-varctx schedule kernel (aiter/ops/triton/_triton_kernels/attention/pa_mqa_logits.py) are imported from
-the checkout the user names, as modules of placeholder packages (aiter's package __init__ files need a
-ROCm build); the only aiter import they make that is stubbed is the CDNA generation (4 on gfx950).
-What aiter's host wrapper decides is restated from its documented call: the argument order and types,
-the grids (SplitKV for the split grid, TotalCuCount * WavePerEU slots for varctx), num_warps 4, the
-dynamic LDS size triton reports, and the schedule kernel's one-int result.
+Nothing of aiter is copied here. Its kernel files (and, for the ragged op, its host wrapper) are
+imported from the checkout the user names, as modules of placeholder packages (aiter's package
+__init__ files need a ROCm build); the only aiter imports stubbed are the two that ask a GPU: the CDNA
+generation (4 on gfx950) and the arch. For the paged op, what aiter's host wrapper decides is restated
+from its call: the argument order, types and attributes, the grids (SplitKV for the split grid,
+TotalCuCount * WavePerEU slots for varctx), num_warps 4, and the dynamic LDS size triton reports. The
+ragged wrapper runs itself, its kernel object swapped for a recorder (ragged_launch).
 
 triton >= 3.5 (Gluon) must be importable; it is not a flyaot dependency (docs/families/mqa_fp8.md
 says how to install it beside the venv).
