@@ -3,11 +3,12 @@
 N and K are runtime kernel arguments, so a config is only a tile shape and pipeline order; a tuned
 (N, K) entry picks, per M bucket, the tile that fills MI355X's 256 CUs best for that shape, and the
 generic entry serves every other N, K divisible by 256. The rows of (1024, 3584) and (3584, 512)
-were chosen on the emulator's MI355X timing model (benchmarks/gemm_model_tune.py): small-M tiles
-(16 x 64, 32 x 128) give the many workgroups and waves per SIMD a 256-CU part needs at M <= 1024,
-wider tiles win only beyond; 16-column split-K tiles put 64-224 workgroups on the decode rows. The
-other rows are first choices reasoned from grid size, LDS and register budgets. None has been timed on
-gfx950 (docs/families/gemm_a16wfp4.md#decision-tiles).
+were chosen on the emulator's MI355X timing model (benchmarks/gemm_model_tune.py): up to M = 256
+small-M tiles give a 256-CU part its workgroups; from M = 512 tiles of 64-128 rows convert each FP4
+weight tile once per 64-128 rows (64 x 32 with sk 4 keeps 256 workgroups on 1024 x 3584 at M = 512);
+16-column split-K tiles put 64-224 workgroups on the decode rows. The other rows are first choices
+reasoned from grid size, LDS and register budgets. None has been timed on gfx950
+(docs/families/gemm_a16wfp4.md#decision-tiles).
 
 M buckets: "d16" M <= 16 and "d32" M <= 32 (decode), "mid" M <= 256, "prefill" M <= 1024, "large"
 beyond.
@@ -37,11 +38,11 @@ TUNED = {
     (7168, 768): _rows(_cfg("decode", 16, 32, 2, 1), _cfg("decode", 32, 32, 2, 1),
                        _cfg("prefill", 64, 64, 1, 1), _cfg("prefill", 128, 128, 1, 1)),
     (1024, 3584): _rows(_cfg("decode", 16, 16, 4, 1), _cfg("decode", 32, 32, 4, 1),
-                        _cfg("prefill", 16, 64, 1, 2), _cfg("prefill", 16, 64, 1, 2),
+                        _cfg("prefill", 16, 64, 1, 2), _cfg("prefill", 64, 32, 4, 1),
                         _cfg("prefill", 64, 128, 1, 2)),
     (3584, 512): _rows(_cfg("decode", 16, 16, 4, 1), _cfg("decode", 32, 32, 2, 1),
-                       _cfg("prefill", 16, 64, 1, 2), _cfg("prefill", 32, 128, 1, 1),
-                       _cfg("prefill", 32, 256, 1, 1)),
+                       _cfg("prefill", 16, 64, 1, 2), _cfg("prefill", 64, 64, 1, 2),
+                       _cfg("prefill", 128, 128, 1, 1)),
 }
 
 # Serves any N % 256 == 0, K % 256 == 0 (kstep 256 or 128 divides every such K).

@@ -4,7 +4,7 @@ Per workgroup (4 waves, tile bm x bn, see geometry.py):
 - A (bf16 activations) is copied global -> LDS by buffer loads with the LDS bit (no VGPR staging),
   double-buffered across the K loop; the LDS rows are XOR-swizzled at 16-byte granularity
   (chunk ^ (row % 8), applied on the global side) so the 16 rows an MFMA reads hit different banks.
-  A step's A fragments are read from LDS before the next step's copy is issued into the other stage.
+  The next step's copy goes into the other stage.
 - B (preshuffled packed E2M1, layout in layout.py) is loaded straight to VGPRs, one 16-byte load per
   lane per 16 columns per 128-K block (plus the 1 or 2 scale bytes it needs, so every weight and scale
   byte is read once per M block), and decoded just before use into BF16 fragments with
@@ -13,7 +13,8 @@ Per workgroup (4 waves, tile bm x bn, see geometry.py):
   [32g, 32g+32) of one column (g = lane / 16); dword j of it feeds MFMA j of the 128-K block, so
   MFMA j contracts real K = 32g + 8j + e (e < 8) through its lane-group slot 8g + e. The A fragment
   is read from LDS with the same permutation, which leaves the dot product unchanged.
-- "prefill" order issues the next A and B loads before the MFMAs (two B tiles live); "decode" order
+- "prefill" order spreads the next step's A copies and B loads over the step's MFMAs, reading the A
+  fragments one 32-K slice ahead (two B tiles live); "decode" order reads the step's A fragments,
   issues the next A before and the next B after the MFMAs (one B tile live, fewer VGPRs). The last
   K step is peeled, so no tile is loaded twice. With
   sk > 1 the sk waves of a group split each K step and the leading wave sums the partials from LDS
@@ -36,6 +37,8 @@ Design decisions (docs/families/gemm_a16wfp4.md#decisions):
 - Shapes: the TP2 benchmark shapes get their own table rows; nothing assumes a model role.
 N, K, M and both row strides are runtime arguments; a spec is only a tile config.
 """
+import functools
+
 import flydsl.compiler as flyc
 import flydsl.expr as fx
 from flydsl.expr import gpu, range_constexpr, rocdl
@@ -156,17 +159,22 @@ def make_launcher(params: dict):
         # LDS offsets of this lane's A fragment for MFMA j of a 128-K block (row nl of an m-tile).
         a_frag = [nl * ROW_B + (((g * 4 + j) ^ _mod(nl, 8)) * A_CHUNK) for j in range_constexpr(4)]
 
+        def dma_chunk(step, stage, c):
+            dst = lds_i32 + stage * A_STAGE + (c * threads + wave * WAVE) * A_CHUNK
+            ptr = fx.to_llvm_ptr(fx.inttoptr(fx.PointerType.get(T.i8, fx.AddressSpace.Shared), Int64(dst)))
+            rocdl.raw_ptr_buffer_load_lds(x_rsrc, ptr, Int32(A_CHUNK), Int32(a_src[c]),
+                                          Int32(step * (KSTEP * 2)), Int32(0), Int32(0))
+
         def dma_a(step, stage):
             for c in range_constexpr(CPT):
-                dst = lds_i32 + stage * A_STAGE + (c * threads + wave * WAVE) * A_CHUNK
-                ptr = fx.to_llvm_ptr(fx.inttoptr(fx.PointerType.get(T.i8, fx.AddressSpace.Shared), Int64(dst)))
-                rocdl.raw_ptr_buffer_load_lds(x_rsrc, ptr, Int32(A_CHUNK), Int32(a_src[c]),
-                                              Int32(step * (KSTEP * 2)), Int32(0), Int32(0))
+                dma_chunk(step, stage, c)
+
+        def read_frags(stage, i, j):  # the A fragments of MFMA j of block i, one per m-tile
+            return [Vec(lds_load(stage * A_STAGE + (kw * KB + i) * (KBLOCK * 2) + mt * MFMA_MN * ROW_B
+                                 + a_frag[j])).bitcast(fx.BFloat16) for mt in range_constexpr(MT)]
 
         def read_a(stage):          # every A fragment of a step: [block][j][m-tile]
-            return [[[Vec(lds_load(stage * A_STAGE + (kw * KB + i) * (KBLOCK * 2) + mt * MFMA_MN * ROW_B
-                                   + a_frag[j])).bitcast(fx.BFloat16)
-                      for mt in range_constexpr(MT)] for j in range_constexpr(KBLOCK // MFMA_K)]
+            return [[read_frags(stage, i, j) for j in range_constexpr(KBLOCK // MFMA_K)]
                     for i in range_constexpr(KB)]
 
         def block_of(step, i):      # global 128-K block index of this wave's block i in a step
@@ -175,12 +183,15 @@ def make_launcher(params: dict):
         def n16_of(nt):             # 16-column group (within the workgroup) of the wave's n-tile nt
             return nw * NT + nt
 
-        def load_b(step):
-            bq, sc = [], []
+        def b_loads(step):
+            """The loads of one B tile as (is_scale, thunk) in issue order (weights of a block, then its
+            scales); thunk() emits the load and returns its value."""
+            ops = []
             for i in range_constexpr(KB):
                 b = block_of(step, i)
                 for nt in range_constexpr(NT):
-                    bq.append(_load(w_rsrc, T.vec(4, T.i32), lane * 16, n16_of(nt) * k * 8 + b * 1024))
+                    ops.append((False, lambda b=b, nt=nt: _load(w_rsrc, T.vec(4, T.i32), lane * 16,
+                                                                n16_of(nt) * k * 8 + b * 1024)))
                 for p in range_constexpr(PAIRS):
                     # The 2 bytes of this block's (lane row, 32-column pair) are adjacent; a wave with
                     # one n-tile needs only the byte of its 16-column half.
@@ -188,26 +199,86 @@ def make_launcher(params: dict):
                     soff = _div(n16, 2) * k + (b >> 1) * 256
                     if fx.const_expr(NT == 1):
                         half = _mod(n16, 2) if half16 is None else half16
-                        sc.append(_load(s_rsrc, T.i8, lane * 4 + (b & 1) * 2 + half, soff))
+                        ops.append((True, lambda b=b, half=half, soff=soff: _load(
+                            s_rsrc, T.i8, lane * 4 + (b & 1) * 2 + half, soff)))
                     else:
-                        sc.append(_load(s_rsrc, T.i16, lane * 4 + (b & 1) * 2, soff))
+                        ops.append((True, lambda b=b, soff=soff: _load(s_rsrc, T.i16, lane * 4 + (b & 1) * 2, soff)))
+            return ops
+
+        def load_b(step):
+            bq, sc = [], []
+            ops = b_loads(step)
+            for q in range_constexpr(len(ops)):
+                (sc if ops[q][0] else bq).append(ops[q][1]())
             return bq, sc
+
+        def mfma_group(afrags, bq, scales, i, j, accs):
+            bf = [_decode8(Vec(bq[i * NT + nt])[j], scales[nt]) for nt in range_constexpr(NT)]
+            for mt in range_constexpr(MT):
+                for nt in range_constexpr(NT):
+                    a = mt * NT + nt
+                    accs[a] = rocdl.mfma_f32_16x16x32_bf16(
+                        T.vec(4, T.f32), [_ir(afrags[mt]), _ir(bf[nt]), accs[a]])
+
+        def block_scales(sc, i):
+            return [_e8m0_scale(sc[i * PAIRS + nt // 2], (nt % 2) * 8) for nt in range_constexpr(NT)]
 
         def compute(afs, bq, sc, accs):
             accs = list(accs)
             for i in range_constexpr(KB):
-                scales = [_e8m0_scale(sc[i * PAIRS + nt // 2], (nt % 2) * 8) for nt in range_constexpr(NT)]
+                scales = block_scales(sc, i)
                 for j in range_constexpr(KBLOCK // MFMA_K):
-                    bf = [_decode8(Vec(bq[i * NT + nt])[j], scales[nt]) for nt in range_constexpr(NT)]
-                    for mt in range_constexpr(MT):
-                        for nt in range_constexpr(NT):
-                            a = mt * NT + nt
-                            accs[a] = rocdl.mfma_f32_16x16x32_bf16(
-                                T.vec(4, T.f32), [_ir(afs[i][j][mt]), _ir(bf[nt]), accs[a]])
+                    mfma_group(afs[i][j], bq, scales, i, j, accs)
             return accs
+
+        GROUPS = [(i, j) for i in range_constexpr(KB) for j in range_constexpr(KBLOCK // MFMA_K)]
+
+        def prefill_step(step, stage, bq, sc, accs, prefetch=True):
+            """One K step of the prefill order with the next step's loads spread over its MFMAs.
+
+            A wave's loads wait for the CU's load pipe (one at a time, at the L1 rate): issued in a burst
+            they stall the wave before its MFMAs, and an LDS read issued behind a copy into LDS cannot
+            move ahead of it (the compiler cannot tell the stages apart). So the step is emitted group by
+            group (the MFMAs of one 32-K slice): the A fragments of the next group are read, a share of
+            the next step's A copies and B loads is issued, then the group's conversions and MFMAs run.
+            sched_group_barrier holds the compiler to that order for the loads and MFMAs (a group for the
+            LDS reads too makes its scheduling search run for minutes). The loads go to all groups but
+            the last, whose MFMAs hide the last loads' latency. Only two groups' A fragments are live,
+            which lets 128 x 128 tiles fit the registers."""
+            accs = list(accs)
+            loads = []
+            if fx.const_expr(prefetch):
+                loads = [(None, functools.partial(dma_chunk, step + 1, stage ^ 1, c)) for c in range_constexpr(CPT)]
+                loads += b_loads(step + 1)
+            bq_next, sc_next = [], []
+            spread = max(1, len(GROUPS) - 1)
+            share = [len(loads) * (g + 1) // spread - len(loads) * g // spread if g < spread else 0
+                     for g in range_constexpr(len(GROUPS))]
+            frags = read_frags(stage, *GROUPS[0])
+            scales = None
+            pos = 0
+            for g in range_constexpr(len(GROUPS)):
+                i, j = GROUPS[g]
+                nxt = read_frags(stage, *GROUPS[g + 1]) if g + 1 < len(GROUPS) else None
+                for q in range_constexpr(pos, pos + share[g]):
+                    kind, thunk = loads[q]
+                    v = thunk()
+                    if fx.const_expr(kind is not None):
+                        (sc_next if kind else bq_next).append(v)
+                pos += share[g]
+                if fx.const_expr(j == 0):
+                    scales = block_scales(sc, i)
+                mfma_group(frags, bq, scales, i, j, accs)
+                frags = nxt
+            for g in range_constexpr(len(GROUPS)):
+                if fx.const_expr(share[g] > 0):
+                    rocdl.sched_group_barrier(rocdl.mask_vmem_rd, share[g], 0)
+                rocdl.sched_group_barrier(rocdl.mask_mfma, MT * NT, 0)
+            return accs, bq_next, sc_next
 
         zero = Vec.filled(4, 0.0, fx.Float32).ir_value()
         n_b_loads = KB * (NT + PAIRS)           # load instructions of one B tile
+
         dma_a(Int32(0), Int32(0))
         bq0, sc0 = load_b(Int32(0))
         rocdl.s_waitcnt(vmcnt=0)
@@ -215,22 +286,22 @@ def make_launcher(params: dict):
         init = [zero] * NACC + [_ir(v) for v in bq0] + [_ir(v) for v in sc0]
         n_bq = len(bq0)
         # Every step but the last prefetches the next one; the last is peeled so nothing is read twice.
-        # A of the step is read from LDS before the next A is issued into the other stage, so no LDS
-        # read waits behind the in-flight copy; each wave drains its copy before the barrier.
+        # The next A goes into the other stage; each wave drains its copy before the barrier, and every
+        # LDS read of a step has fed an MFMA before it (so the next step may overwrite that stage).
         for iv, state in range(fx.Index(0), fx.Index(n_steps - 1), fx.Index(1), init=init):
             step = Int32(iv)
             accs = list(state[:NACC])
             bq = list(state[NACC:NACC + n_bq])
             sc = list(state[NACC + n_bq:])
             stage = step & 1
-            afs = read_a(stage)
-            dma_a(step + 1, stage ^ 1)
-            rocdl.sched_barrier(0)               # the copy is issued before the next B (vmcnt below)
             if fx.const_expr(prefill):
-                bq_next, sc_next = load_b(step + 1)
-                accs = compute(afs, bq, sc, accs)
+                accs, bq_next, sc_next = prefill_step(step, stage, bq, sc, accs)
+                rocdl.sched_barrier(0)           # the wait stays behind the MFMAs
                 rocdl.s_waitcnt(vmcnt=0)
             else:
+                afs = read_a(stage)
+                dma_a(step + 1, stage ^ 1)
+                rocdl.sched_barrier(0)           # the copy is issued before the next B (vmcnt below)
                 accs = compute(afs, bq, sc, accs)
                 rocdl.sched_barrier(0)           # keep the next B behind the MFMAs: one B tile live
                 bq_next, sc_next = load_b(step + 1)
@@ -238,8 +309,11 @@ def make_launcher(params: dict):
                 rocdl.s_waitcnt(vmcnt=n_b_loads)  # this wave's A copy is done, its next B may fly
             gpu.barrier()
             results = yield accs + [_ir(v) for v in bq_next] + [_ir(v) for v in sc_next]
-        accs = compute(read_a((n_steps - 1) & 1), results[NACC:NACC + n_bq], results[NACC + n_bq:],
-                       results[:NACC])
+        last = (n_steps - 1) & 1, results[NACC:NACC + n_bq], results[NACC + n_bq:], results[:NACC]
+        if fx.const_expr(prefill):
+            accs = prefill_step(n_steps - 1, *last, prefetch=False)[0]
+        else:
+            accs = compute(read_a(last[0]), *last[1:])
 
         def store_out(accs):
             for mt in range_constexpr(MT):
