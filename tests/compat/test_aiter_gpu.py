@@ -258,6 +258,28 @@ def test_graph_pinned_fp8_sequence_captures_and_replays(stand_in):
         assert torch.equal(out.cpu(), expected(new)), new
 
 
+def test_checked_mode_refuses_capture_naming_the_op(stand_in, monkeypatch):
+    """FLYAOT_CHECK=1 reads index values back, which a graph capture forbids: each paged op refuses
+    before any launch, by its own name."""
+    from flyaot import runtime
+    from flyaot.ops import fp8_paged_mqa_logits, pa_mqa_logits_fp4
+    monkeypatch.setenv("FLYAOT_CHECK", "1")
+    runtime.reset()
+    dev = torch.device("cuda")
+    q8, kv8 = torch.zeros(2, 1, 64, 128, dtype=torch.uint8, device=dev), torch.zeros(4, 64, 1, 132, dtype=torch.uint8,
+                                                                                       device=dev)
+    w8, bt8 = torch.zeros(2, 64, device=dev), torch.zeros(2, 4, dtype=torch.int32, device=dev)
+    q, qs, kv, ks, bt, w = _inputs(2, 8, dev)
+    lens = torch.tensor([200, 17], dtype=torch.int32, device=dev)
+    calls = {"fp8_paged_mqa_logits": lambda: fp8_paged_mqa_logits(q8, kv8, w8, lens, bt8, 256, kv_block_size=64,
+                                                                  preshuffle=True),
+             "pa_mqa_logits_fp4": lambda: pa_mqa_logits_fp4(q, qs, kv, ks, bt, w, lens, 256, parallel_unit_num=4)}
+    for op, call in calls.items():
+        with pytest.raises(RuntimeError, match=f"^{op}: checked mode"):
+            with torch.cuda.graph(torch.cuda.CUDAGraph()):
+                call()
+
+
 def test_stream_argument_orders_the_schedule_and_the_kernel(stand_in):
     from flyaot.compat import aiter
     dev, batch, msl = torch.device("cuda"), 2, 256
