@@ -28,10 +28,20 @@ MODEL_SHAPES = {
     "gemm": (("N", "K", "M"), ()),
     "decode": (("B", "NEXT_N", "MAX_CTX"), (("HEADS", 64),)),
     "prefill": (("B", "Q", "KV"), (("HEADS", 64),)),
+    "fp8": (("B", "NEXT_N", "MAX_CTX"), (("HEADS", 64),)),
+    "fp8-varctx": (("B", "NEXT_N", "MAX_CTX"), (("HEADS", 64),)),
+    "fp8-prefill": (("S", "S_KV"), (("HEADS", 64),)),
 }
 MODEL_WHAT = {"N": "output features", "K": "reduction (input features)", "M": "tokens (rows of x)",
               "B": "batch", "NEXT_N": "new tokens per sequence", "MAX_CTX": "context length",
-              "Q": "query rows per sequence", "KV": "context length", "HEADS": "query heads"}
+              "Q": "query rows per sequence", "KV": "context length", "HEADS": "query heads",
+              "S": "query rows", "S_KV": "keys"}
+_FP8_DECODE_RULES = ((lambda s: s["NEXT_N"] <= 4, "NEXT_N (new tokens per sequence) must be 1-4"),
+                     (lambda s: s["HEADS"] in (32, 64), "HEADS (query heads) must be 32 or 64"))
+# MODEL_RULES[op]: (holds(shape), what it says when it does not) of the sizes the op's kernels take
+MODEL_RULES = {"fp8": _FP8_DECODE_RULES, "fp8-varctx": _FP8_DECODE_RULES,
+               "fp8-prefill": ((lambda s: s["S_KV"] >= s["S"], "S_KV (keys) must be >= S (query rows)"),
+                               (lambda s: s["HEADS"] in (32, 64), "HEADS (query heads) must be 32 or 64"))}
 # A sampling error above this is worth a warning; the default sample count grows until it is below.
 SAMPLING_WARN = 0.10
 DEFAULT_SAMPLES, MAX_SAMPLES = 16, 256
@@ -73,7 +83,11 @@ def model_shape(family: str, sizes) -> dict:
             raise UsageError(f"{name} ({MODEL_WHAT[name]}) must be an integer, got {raw!r}") from None
         if shape[name] < 1:
             raise UsageError(f"{name} ({MODEL_WHAT[name]}) must be >= 1, got {shape[name]}")
-    return {n: shape.get(n, defaults.get(n)) for n in names}
+    shape = {n: shape.get(n, defaults.get(n)) for n in names}
+    for holds, what in MODEL_RULES.get(family, ()):
+        if not holds(shape):
+            raise UsageError(f"{family}: {what}, got {', '.join(f'{n}={x}' for n, x in shape.items())}")
+    return shape
 
 
 def _model(a, config) -> int:
@@ -119,6 +133,8 @@ def _model(a, config) -> int:
     if v:
         print(f"  model validation on held-out MI355X measurements of this family: geomean |error| "
               f"{100 * v[0]:.0f}%, max |error| {100 * v[1]:.0f}%")
+    else:
+        print("  model validation: no held-out MI355X measurements of this op")
     if warn:
         import sys
         print(f"flyaot model: warning: {warn}", file=sys.stderr)

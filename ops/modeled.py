@@ -2,7 +2,9 @@
 parses its arguments and prints the result).
 
 The op runs on the emulator with random inputs of that shape (contexts of decode rows are MAX_CTX,
-prefill rows use the tail-causal windows of the varqlen rule) and only a sample of its workgroups
+prefill rows use the tail-causal windows of the varqlen rule; fp8 decode uses 64-token pages, plain on
+the tiles grid as SGLang passes them, preshuffled with the varctx schedule as vLLM does; fp8-prefill is
+the ragged op with causal windows, clean_logits) and only a sample of its workgroups
 emulated; the kernel time comes from a cycle-approximate model of gfx950, calibrated against published
 MI355X kernel times (docs/timing-model.md). It is a model, not a measurement: the printed validation
 error is how far the model was from measured upstream kernels it was not fitted on.
@@ -52,7 +54,52 @@ def _prefill(b, q, kv, heads=64):
             rows * kv * 4)
 
 
-OPS = {"gemm": _gemm, "decode": _decode, "prefill": _prefill}
+def _fp8_bytes(*shape):
+    """Random finite E4M3 bytes (timing only: values do not matter, NaN codes avoided)."""
+    return torch.randint(0, 0x70, shape, dtype=torch.uint8, generator=torch.Generator().manual_seed(0))
+
+
+def _fp8_paged(b, next_n, ctx, heads):
+    pages = b * -(-ctx // PAGE)
+    cache = _fp8_bytes(pages, PAGE, 1, HEAD_DIM + 4)
+    cache.view(pages, -1)[:, PAGE * HEAD_DIM:] = torch.ones(pages, PAGE).view(torch.uint8)
+    bt = torch.arange(pages, dtype=torch.int32).reshape(b, -1)
+    w = torch.randn(b * next_n, heads, generator=torch.Generator().manual_seed(1))
+    return (_fp8_bytes(b, next_n, heads, HEAD_DIM), cache, w, torch.full((b,), ctx, dtype=torch.int32), bt,
+            torch.empty(b * next_n, ctx))
+
+
+def _fp8(b, next_n, ctx, heads=64):
+    """SGLang's call: plain pages, the tiles grid (every cell written by the kernel, no fill)."""
+    from . import fp8_paged_mqa_logits
+    q, cache, w, cl, bt, out = _fp8_paged(b, next_n, ctx, heads)
+    return lambda: fp8_paged_mqa_logits(q, cache, w, cl, bt, ctx, kv_block_size=PAGE, out=out), 0
+
+
+def _fp8_varctx(b, next_n, ctx, heads=64):
+    """vLLM's step: the schedule kernel, the -inf fill, the varctx kernel on preshuffled pages."""
+    from . import fp8_paged_mqa_logits, fp8_paged_mqa_logits_schedule
+    q, cache, w, cl, bt, out = _fp8_paged(b, next_n, ctx, heads)
+    sched = fp8_paged_mqa_logits_schedule(cl, ctx, next_n)
+
+    def call():
+        fp8_paged_mqa_logits_schedule(cl, ctx, next_n, out=sched)
+        fp8_paged_mqa_logits(q, cache, w, cl, bt, ctx, kv_block_size=PAGE, preshuffle=True, schedule=sched, out=out)
+    return call, out.numel() * 4
+
+
+def _fp8_prefill(s, s_kv, heads=64):
+    from . import fp8_mqa_logits
+    q, kv = _fp8_bytes(s, heads, HEAD_DIM), _fp8_bytes(s_kv, HEAD_DIM)
+    w = torch.randn(s, heads, generator=torch.Generator().manual_seed(1))
+    ends = torch.arange(s_kv - s + 1, s_kv + 1, dtype=torch.int32)
+    starts = torch.zeros(s, dtype=torch.int32)
+    out = torch.empty(s, s_kv)
+    return lambda: fp8_mqa_logits(q, kv, torch.ones(s_kv), w, starts, ends, out=out), 0
+
+
+OPS = {"gemm": _gemm, "decode": _decode, "prefill": _prefill, "fp8": _fp8, "fp8-varctx": _fp8_varctx,
+       "fp8-prefill": _fp8_prefill}
 
 
 def modeled_us(family: str, *shape, samples: int = 8) -> dict:
@@ -95,6 +142,11 @@ def floor(family: str, *shape):
     if family == "decode":
         b, next_n, ctx, *heads = shape
         return floors.mqa_decode([ctx] * b, next_n, *heads, max_seq_len=ctx)
+    if family in ("fp8", "fp8-varctx"):
+        b, next_n, ctx, *heads = shape
+        return floors.mqa_fp8_decode([ctx] * b, next_n, *heads, max_seq_len=ctx, page=PAGE)
+    if family == "fp8-prefill":
+        return floors.mqa_fp8_prefill(*shape)
     if family == "prefill":
         return floors.mqa_prefill(*shape)
     if family == "gemm":

@@ -59,6 +59,9 @@ def paged_plan(q_fp8, kv_cache, weights, out, context_lens, block_tables, max_mo
     if s.batch == 0:
         return out, None
     if check_values:
+        # refused here first so the message names this op (decode_values' own refusal names the FP4 one;
+        # value_checks.py is a shared source, so editing it would change every family's content ids)
+        value_checks.refuse_capture("fp8_paged_mqa_logits")
         value_checks.decode_values(block_tables=block_tables, context_lens=context_lens, num_pages=s.num_pages,
                                    page_size=page_size, max_seq_len=max_model_len, next_n=s.next_n,
                                    cta_info=None, total_ctas=None)

@@ -1,9 +1,11 @@
-"""GPU (NVIDIA): SGLang's graph-pinned decode sequence through flyaot.compat.aiter, captured in a CUDA
-graph and replayed with new context lengths. Cubins compiled here with nvcc stand in for flyaot's two
-kernels of that sequence (same symbols and arguments as their code objects): the varctx schedule
-kernel (one thread writes the table serially, by the rule of the torch reference) and the staged
-decode kernel (each CTA writes weight_scale * (row + 1) over the visible tokens of the chunks its
-cta_info row names), so the output shows which schedule the replay ran."""
+"""GPU (NVIDIA): the graph-pinned decode sequences through flyaot.compat.aiter, captured in a CUDA graph
+and replayed with new context lengths: SGLang's FP4 one and vLLM's FP8 one. Cubins compiled here with
+nvcc stand in for flyaot's kernels of those sequences (same symbols and arguments as their code
+objects): the varctx schedule kernel (one thread writes the table serially, by the rule of the torch
+reference), the staged FP4 decode kernel (each CTA writes weight_scale * (row + 1) over the visible
+tokens of the chunks its cta_info row names) and the FP8 paged varctx kernel (each CTA writes its row's
+first weight over the visible tokens of the 64-token chunks its schedule row names), so the output shows
+which schedule the replay ran."""
 import os
 import shutil
 import subprocess
@@ -90,9 +92,35 @@ SCHEDULE_ARGS = [("cta_info", "void*", 0), ("safe", "void*", 8), ("context_lens"
                  ("items", "int32_t", 24), ("slots", "int32_t", 28), ("next_n", "int32_t", 32),
                  ("block_k", "int32_t", 36), ("max_seq_len", "int32_t", 40), ("rounds", "int32_t", 44)]
 
+FP8_PARAMS = {"path": "paged", "heads": 64, "head_dim": 128, "page_size": 64, "layout": "preshuffle",
+              "grid": "varctx"}
+FP8_SYMBOL = "mqa_fp8_paged_h64_d128_p64_preshuffle_varctx"
+FP8_SOURCE = r"""
+extern "C" __global__ void mqa_fp8_paged_h64_d128_p64_preshuffle_varctx(float *out, const void *q,
+        const void *kv_cache, const float *weights, const int *context_lens, const int *block_tables,
+        const int *schedule, int next_n, int max_model_len, long long stride_out, long long stride_kv, int stride_w,
+        int stride_bt, int num_pages, int bt_width, int batch) {
+    const int *s = schedule + 4 * next_n * blockIdx.x;
+    int row0 = s[0], first = s[1], count = s[2], ctx = s[3];
+    if (row0 < 0 || row0 / next_n >= batch) return;
+    for (int c = first; c < first + count; ++c)
+        for (int n = 0; n < next_n; ++n) {
+            int row = row0 + n, limit = min(ctx - next_n + 1 + n, max_model_len);
+            for (int t = 64 * c + (int)threadIdx.x; t < 64 * (c + 1) && t < limit; t += blockDim.x)
+                out[row * stride_out + t] = weights[(long long)row * stride_w];
+        }
+}
+"""
+FP8_ARGS = [("out", "void*", 0), ("q", "void*", 8), ("kv_cache", "void*", 16), ("weights", "void*", 24),
+            ("context_lens", "void*", 32), ("block_tables", "void*", 40), ("schedule", "void*", 48),
+            ("next_n", "int32_t", 56), ("max_model_len", "int32_t", 60), ("stride_out", "int64_t", 64),
+            ("stride_kv", "int64_t", 72), ("stride_w", "int32_t", 80), ("stride_bt", "int32_t", 84),
+            ("num_pages", "int32_t", 88), ("bt_width", "int32_t", 92), ("batch", "int32_t", 96)]
+
 # (family, params, symbol, CUDA source, arguments, workgroup, kernarg bytes) of each stand-in
 STAND_INS = [("mqa_decode", DECODE_PARAMS, DECODE_SYMBOL, DECODE_SOURCE, DECODE_ARGS, [256, 1, 1], 116),
-             ("mqa_runs_schedule", SCHEDULE_PARAMS, SCHEDULE_SYMBOL, SCHEDULE_SOURCE, SCHEDULE_ARGS, [256, 1, 1], 48)]
+             ("mqa_runs_schedule", SCHEDULE_PARAMS, SCHEDULE_SYMBOL, SCHEDULE_SOURCE, SCHEDULE_ARGS, [256, 1, 1], 48),
+             ("mqa_fp8", FP8_PARAMS, FP8_SYMBOL, FP8_SOURCE, FP8_ARGS, [64, 1, 1], 100)]
 SIZES = {"void*": 8, "int32_t": 4, "int64_t": 8, "float": 4}
 
 
@@ -181,6 +209,75 @@ def test_graph_pinned_decode_captures_and_replays(stand_in):
         torch.cuda.synchronize()
         assert torch.equal(cta_info.cpu(), varctx_reference(lens.cpu(), 256, units, msl, 1)[0]), new
         assert torch.equal(out.cpu(), _expected(new, msl, 0.5, float("-inf"))), new
+
+
+def test_graph_pinned_fp8_sequence_captures_and_replays(stand_in):
+    """vLLM's ROCm indexer step: the schedule, then the preshuffled 64-token-page kernel on it."""
+    from flyaot.compat import aiter
+    from flyaot.kernel_defs.mqa_runs_schedule.reference import varctx_reference
+    dev, batch, next_n, msl = torch.device("cuda"), 3, 2, 512
+    u8 = dict(dtype=torch.uint8, device=dev)
+    q, kv = torch.zeros(batch, next_n, 64, 128, **u8), torch.zeros(24, 64, 1, 132, **u8)
+    bt = torch.zeros(batch, 8, dtype=torch.int32, device=dev)
+    w = (torch.arange(batch * next_n, dtype=torch.float32, device=dev)[:, None] + 1).expand(-1, 64).contiguous()
+    lens = torch.tensor([300, 5, 0], dtype=torch.int32, device=dev)
+    out = torch.empty(batch * next_n, msl, device=dev)
+    tables = []
+
+    def step():
+        sched = aiter.deepgemm_fp8_paged_mqa_logits_schedule(batch, next_n, lens, msl, ChunkK=256, WavePerEU=2)
+        name = aiter.deepgemm_fp8_paged_mqa_logits(q, kv, w, out, lens, bt, msl, Preshuffle=True, KVBlockSize=64,
+                                                   ChunkK=256, WavePerEU=2, VarCtxSchedule=sched)
+        tables.append(sched)
+        return name
+
+    def expected(new):
+        want = torch.full((batch * next_n, msl), float("-inf"))
+        for b, c in enumerate(new):
+            for n in range(next_n):
+                want[b * next_n + n, :max(0, min(c - next_n + 1 + n, msl))] = b * next_n + n + 1
+        return want
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        assert step() == FP8_SYMBOL                        # loads the modules outside the capture
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    assert torch.equal(out.cpu(), expected([300, 5, 0]))
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    slots = tables[-1].shape[0]
+    for new in ([512, 0, 257], [1, 600, 64]):
+        lens.copy_(torch.tensor(new, dtype=torch.int32))
+        out.fill_(7.0)                                     # the replayed -inf fill must cover every cell
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(tables[-1].cpu(), varctx_reference(lens.cpu(), 64, slots, msl, next_n)[0]), new
+        assert torch.equal(out.cpu(), expected(new)), new
+
+
+def test_checked_mode_refuses_capture_naming_the_op(stand_in, monkeypatch):
+    """FLYAOT_CHECK=1 reads index values back, which a graph capture forbids: each paged op refuses
+    before any launch, by its own name."""
+    from flyaot import runtime
+    from flyaot.ops import fp8_paged_mqa_logits, pa_mqa_logits_fp4
+    monkeypatch.setenv("FLYAOT_CHECK", "1")
+    runtime.reset()
+    dev = torch.device("cuda")
+    q8, kv8 = torch.zeros(2, 1, 64, 128, dtype=torch.uint8, device=dev), torch.zeros(4, 64, 1, 132, dtype=torch.uint8,
+                                                                                       device=dev)
+    w8, bt8 = torch.zeros(2, 64, device=dev), torch.zeros(2, 4, dtype=torch.int32, device=dev)
+    q, qs, kv, ks, bt, w = _inputs(2, 8, dev)
+    lens = torch.tensor([200, 17], dtype=torch.int32, device=dev)
+    calls = {"fp8_paged_mqa_logits": lambda: fp8_paged_mqa_logits(q8, kv8, w8, lens, bt8, 256, kv_block_size=64,
+                                                                  preshuffle=True),
+             "pa_mqa_logits_fp4": lambda: pa_mqa_logits_fp4(q, qs, kv, ks, bt, w, lens, 256, parallel_unit_num=4)}
+    for op, call in calls.items():
+        with pytest.raises(RuntimeError, match=f"^{op}: checked mode"):
+            with torch.cuda.graph(torch.cuda.CUDAGraph()):
+                call()
 
 
 def test_stream_argument_orders_the_schedule_and_the_kernel(stand_in):

@@ -54,6 +54,53 @@ def test_model_json_and_the_sampling_error_warning(tmp_path):
     assert worst > 0.10 and "pass a larger --samples" in r["warning"]
 
 
+def _model(*args, tmp_path):
+    return subprocess.run([sys.executable, "-m", "flyaot", "model", *args], capture_output=True, text=True,
+                          timeout=600, env=dict(os.environ, FLYAOT_CACHE_DIR=str(tmp_path), FLYAOT_DISABLE_JIT="1"))
+
+
+def test_fp8_decode_terms_floor_and_ratio(tmp_path):
+    """SGLang's FP8 call (one kernel, no fill): labelled sizes, every term, the FP8 floor of the row."""
+    pytest.importorskip("flydsl")
+    p = _model("fp8", "2", "2", "512", "32", "--samples", "4", tmp_path=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "fp8 B=2, NEXT_N=2, MAX_CTX=512, HEADS=32: modeled MI355X time" in p.stdout
+    assert "MODEL estimate, not a measurement" in p.stdout and "no held-out MI355X measurements" in p.stdout
+    kernels = re.findall(r"\+ kernel (\S+): ([\d.]+) us", p.stdout)
+    assert [k for k, _ in kernels] == ["mqa_fp8_paged_h32_d128_p64_plain"] and float(kernels[0][1]) > 0
+    assert "-inf fill" not in p.stdout
+    total = float(re.search(r"modeled MI355X time ([\d.]+) us", p.stdout).group(1))
+    terms = [float(x) for x in re.findall(r"^  \+ .*: ([\d.]+) us", p.stdout, re.M)]
+    assert total == pytest.approx(sum(terms), abs=0.02)
+    floor, dev, ratio = (float(x) for x in re.search(
+        r"floor ([\d.]+) us \(\w+-bound; .*\): device time ([\d.]+) us = ([\d.]+)x the floor", p.stdout).groups())
+    exact = modeled.floor("fp8", 2, 2, 512, 32).us
+    assert floor == pytest.approx(exact, abs=0.01) and ratio == pytest.approx(dev / exact, rel=0.01)
+
+
+def test_fp8_varctx_and_prefill_json(tmp_path):
+    """vLLM's step has three terms before the launch (schedule kernel, -inf fill, varctx kernel); the
+    ragged prefill one kernel; the totals add up and the floors are the FP8 ones."""
+    import json
+    pytest.importorskip("flydsl")
+    p = _model("fp8-varctx", "2", "1", "512", "--samples", "4", "--json", tmp_path=tmp_path)
+    assert p.returncode == 0, p.stderr
+    r = json.loads(p.stdout)
+    assert r["shape"] == {"B": 2, "NEXT_N": 1, "MAX_CTX": 512, "HEADS": 64} and r["validation_error"] is None
+    assert [t["term"] for t in r["terms"]] == ["kernel mqa_runs_schedule_varctx",
+                                               "kernel mqa_fp8_paged_h64_d128_p64_preshuffle_varctx",
+                                               "-inf fill of the logits", "launch overhead"]
+    assert r["us"] == pytest.approx(sum(t["us"] for t in r["terms"]), rel=1e-9)
+    assert r["floor"]["us"] == pytest.approx(modeled.floor("fp8-varctx", 2, 1, 512, 64).us)
+    p = _model("fp8-prefill", "64", "256", "--samples", "4", "--json", tmp_path=tmp_path)
+    assert p.returncode == 0, p.stderr
+    r = json.loads(p.stdout)
+    assert r["shape"] == {"S": 64, "S_KV": 256, "HEADS": 64}
+    assert [t["term"] for t in r["terms"]] == ["kernel mqa_fp8_ragged_h64_d128", "launch overhead"]
+    assert r["floor"]["us"] == pytest.approx(modeled.floor("fp8-prefill", 64, 256, 64).us)
+    assert r["floor"]["ratio"] == pytest.approx(r["floor"]["device_us"] / r["floor"]["us"])
+
+
 def _gemm_call():
     pytest.importorskip("numpy")
     call, _ = modeled.OPS["gemm"](512, 1024, 1)       # served by the prebuilt set

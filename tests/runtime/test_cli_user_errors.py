@@ -58,7 +58,12 @@ def test_a_family_without_the_hook_names_those_with_one():
     (["prefill", "1", "2", "3", "4", "5"], "prefill takes 3-4 sizes"),
     (["gemm", "1024", "x", "1"], "K (reduction (input features)) must be an integer, got 'x'"),
     (["gemm", "0", "256", "1"], "N (output features) must be >= 1, got 0"),
-    (["attention", "1"], "unknown op 'attention' (ops: gemm, decode, prefill)"),
+    (["attention", "1"], "unknown op 'attention' (ops: gemm, decode, prefill, fp8, fp8-varctx, fp8-prefill)"),
+    (["fp8", "1", "2"], "fp8 takes 3-4 sizes (fp8 B NEXT_N MAX_CTX [HEADS]), got 2"),
+    (["fp8", "2", "5", "512"], "fp8: NEXT_N (new tokens per sequence) must be 1-4, got B=2, NEXT_N=5"),
+    (["fp8-varctx", "2", "1", "512", "48"], "fp8-varctx: HEADS (query heads) must be 32 or 64"),
+    (["fp8-prefill", "4096"], "fp8-prefill takes 2-3 sizes (fp8-prefill S S_KV [HEADS]), got 1"),
+    (["fp8-prefill", "64", "32"], "fp8-prefill: S_KV (keys) must be >= S (query rows), got S=64, S_KV=32"),
     (["gemm", "256", "256", "1", "--samples", "0"], "--samples must be >= 1"),
 ])
 def test_model_argument_errors_are_one_line_before_torch_loads(args, message):
