@@ -18,7 +18,8 @@ flyaot's kernels run on the same model at every shape: modeled flyaot, modeled u
 upstream, the "New" target, the row's floor (flyaot.ops.floors: the largest of its HBM, MFMA and VALU
 terms) and device time / floor (device time = the kernels plus the -inf fill, without the launch
 and host terms). Each op time is its kernels' modeled time, plus the -inf fill of the logits for the
-MQA ops (both sides fill the same output), plus one launch overhead.
+MQA ops that fill (upstream's always; flyaot's decode kernels write the -inf cells themselves, so
+its decode rows have no fill term), plus one launch overhead.
 Without --aiter only flyaot's rows run, on the shipped parameters (no calibration).
 --plot DIR writes one roofline chart per family (DIR/roofline_<family>.png; needs matplotlib, the
 `bench` extra). --docs FILE puts the printed tables into FILE's marked block after a clean run.
@@ -71,7 +72,7 @@ class Row:
         self.eager = family == "gemm"     # its table timed eager launches, the MQA tables graph replays
 
     def device(self, params: timing.Params) -> float | None:
-        """The op's device time: its kernels plus the -inf fill, no launch or host term."""
+        """The op's device time: its kernels plus its -inf fill (if it fills), no launch or host term."""
         if not self.replays:
             return None
         us = sum(r(params).kernel_us for r in self.replays)
@@ -187,7 +188,12 @@ def flyaot_decode(row, b, nn, ctx_max, heads, samples):
     from mqa_decode import problem
     from flyaot.ops import pa_mqa_logits_fp4
     args, msl, _ = problem(b, nn, ctx_max, heads, "cpu")
-    launches = _recorded(lambda: pa_mqa_logits_fp4(*args, msl, next_n=nn), samples)
+    # NaN marks the cells nobody wrote: only the sampled workgroups run, so a NaN left means the op did
+    # not fill the output (its kernel writes the -inf cells itself) and the row's time has no fill term.
+    out = torch.full((b * nn, msl), float("nan"))
+    launches = _recorded(lambda: pa_mqa_logits_fp4(*args, msl, next_n=nn, out=out), samples)
+    if out.isnan().any():
+        row.fill_bytes = 0
     row.replays += [rep for _, _, rep in launches]
     row.sampling_error = max(r.sampling_error for _, r, _ in launches)
     row.note = " + ".join(name for name, _, _ in launches)

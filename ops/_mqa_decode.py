@@ -24,14 +24,15 @@ def pa_mqa_logits_fp4(q_fp4: torch.Tensor, q_scale: torch.Tensor, kv_cache: torc
     """Logits [B*next_n, max_seq_len] f32 of the DeepSeek sparse-attention indexer decode step.
 
     out[b*next_n + n, t] = weight_scale * sum_h weights[b*next_n + n, h] * relu(q[b, n, h] . k[b, t]) for
-    t <= context_lens[b] - next_n + n, and -inf elsewhere. The kernel writes only visible cells, so:
-    out=None -> allocated and filled with -inf; `out` given with the internal schedule -> filled with -inf
-    here; `out` given with an external schedule (`cta_info`, `total_ctas`) -> the caller pre-fills -inf
-    (graph replay keeps the fill outside).
+    t <= context_lens[b] - next_n + n, and -inf elsewhere. The direct kernel (the default for D128 with
+    H64/H128, see plan.takes_direct_path) writes every cell, the -inf ones too, so nothing is filled. The
+    staged kernel writes only visible cells, so: out=None -> allocated and filled with -inf; `out` given
+    with the internal schedule -> filled with -inf here; `out` given with an external schedule
+    (`cta_info`, `total_ctas`) -> the caller pre-fills -inf (graph replay keeps the fill outside).
 
     Contexts longer than max_seq_len: the output row ends at max_seq_len, so row n sees the tokens
     t < min(context_lens[b] - next_n + 1 + n, max_seq_len) (the causal rule uses the true context length;
-    only the visible region is clipped). No kernel stores at a column >= max_seq_len, the -inf fill covers
+    only the visible region is clipped). No kernel stores at a column >= max_seq_len, the -inf cells cover
     exactly the [B*next_n, max_seq_len] view, block_tables needs entries only for the pages of the first
     min(context_lens[b], max_seq_len) tokens, and the internal schedule counts chunks over those tokens.
     An external cta_info keeps the true context length in its ctx field; chunks it lists past

@@ -34,7 +34,11 @@ def _decode(b, next_n, ctx, heads=64):
     w = torch.randn(b * next_n, heads, generator=g).to(torch.bfloat16)
     cl = torch.full((b,), ctx, dtype=torch.int32)
     args = (q, qs, kv.kv_cache, kv.kv_scale, kv.block_tables, w, cl)
-    return lambda: pa_mqa_logits_fp4(*args, ctx, next_n=next_n), b * next_n * ctx * 4
+    # NaN marks the cells nobody wrote (only sampled workgroups run): a NaN left after the call means the
+    # op filled nothing (its kernel writes the -inf cells), so there is no fill to price.
+    out = torch.full((b * next_n, ctx), float("nan"))
+    return (lambda: pa_mqa_logits_fp4(*args, ctx, next_n=next_n, out=out),
+            lambda: 0 if out.isnan().any() else b * next_n * ctx * 4)
 
 
 def _prefill(b, q, kv, heads=64):
@@ -114,8 +118,8 @@ def modeled_us(family: str, *shape, samples: int = 8) -> dict:
 def modeled_call(call, fill_bytes: int = 0, samples: int = 8) -> dict:
     """{'us', 'kernels': [(name, us, sampling error)], 'fill_us', 'launch_us', 'device_us'} of one op
     call `call()` on the shipped model parameters; 'us' is the sum of the kernels, the `-inf` fill of
-    `fill_bytes` at the modeled HBM bandwidth and the launch term, 'device_us' the same without the
-    launch term. CPU tensors run on the emulator; the caller's runtime and environment are left as
+    `fill_bytes` (an int, or a function called after the call) at the modeled HBM bandwidth and the
+    launch term, 'device_us' the same without the launch term. CPU tensors run on the emulator; the caller's runtime and environment are left as
     they are."""
     from ..emu import timing
     from ..runtime.drivers import emu
@@ -123,6 +127,7 @@ def modeled_call(call, fill_bytes: int = 0, samples: int = 8) -> dict:
     with emu.recording(params=params, samples=samples, functional=False) as rec:
         call()
     kernels = [(name, t.kernel_us, t.sampling_error) for name, t, _ in rec.launches]
+    fill_bytes = fill_bytes() if callable(fill_bytes) else fill_bytes
     fill = fill_bytes / (_timing().HBM_BYTES_PER_S * min(1.0, params.bandwidth_efficiency)) * 1e6
     device = sum(k[1] for k in kernels) + fill
     return {"us": device + params.launch_us, "kernels": kernels, "fill_us": fill, "launch_us": params.launch_us,

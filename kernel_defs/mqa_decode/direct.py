@@ -1,9 +1,10 @@
 """Direct-path decode kernel (D128, H64/H128, internal schedule), written in FlyDSL (kernel.py builds it).
 
-Grid (ceil(max_seq_len / tile), B): CTA (x, b) scores tokens [x*tile, (x+1)*tile) of sequence b for all of
-its next_n query rows. The CTA reads ctx_b and the chunk's block-table entry together and exits at once if
-the chunk starts at or past ctx_b or its page is not in the table (past the width) or not a page of
-kv_cache (its cells keep the op's -inf fill). One or two waves of 64 lanes (geometry.Direct):
+Grid (ceil(max_seq_len / tile), B): CTA (x, b) writes every cell of columns [x*tile, (x+1)*tile) (up to
+max_seq_len) of sequence b's next_n output rows: the logits of the tokens a row sees, -inf for the others
+(the op fills nothing). The CTA reads ctx_b and the chunk's block-table entry together; when the chunk
+starts at or past ctx_b or its page is not in the table (past the width) or not a page of kv_cache it
+stores -inf and reads nothing more. One or two waves of 64 lanes (geometry.Direct):
 - KV: each wave loads the chunk's values (one 16-byte lane load per 16-token n-tile) and scale dwords
   (one per distinct slot group, see `_scale_dwords`) from global memory straight into registers. The
   chunk lies in one page: one scalar block-table read bounded by the table width.
@@ -13,11 +14,13 @@ kv_cache (its cells keep the op's -inf fill). One or two waves of 64 lanes (geom
   + a per-lane-group select), runs n_tiles x m-tiles MFMAs 16x16x128 against the KV registers, applies
   ReLU x weight, and folds the four lane groups with permlane swaps so lane (g, r) holds the wave's sum
   for token 16*(g*n_tiles/4) + r.
-- With one head wave that sum is the logit: the wave scales it by weight_scale and stores it when
-  t < min(ctx_b - next_n + 1 + n, max_seq_len). With two head waves the partials meet in LDS
-  [wave][row][token]; after one barrier wave w finishes rows n_first + w, n_first + w + 2, ...
+- With one head wave that sum is the logit: the wave scales it by weight_scale and stores it where
+  t < ctx_b - next_n + 1 + n, -inf elsewhere (the output resource ends at max_seq_len). With two head
+  waves the partials meet in LDS [wave][row][token]; after one barrier wave w finishes rows
+  n_first + w, n_first + w + 2, ...
 Rows are scored last first (n_top = next_n - 1 sees every token of a live chunk); rows
-n < n_first = max(0, chunk_start + next_n - ctx_b) see no token of the chunk and are skipped. The first
+n < n_first = max(0, chunk_start + next_n - ctx_b) see no token of the chunk: they get -inf stores
+(issued before the KV loads) and no scoring. The first
 row is scored outside the loop, and the next row's Q, Q scales and weights are loaded while a row is
 computed.
 """
@@ -145,6 +148,17 @@ def direct_kernel(g: Direct, name: str):
         # own term) and the wave has a row.
         live = arith.min(arith.min(ctx - Int32(1) - t0, bt_width - Int32(1) - col),
                          arith.min(arith.min(num_pages - Int32(1) - page, page), n_top))
+        # Rows n < n_first see no token of the chunk; a dead chunk (or an invalid page) shows none to any
+        # row. The kernel writes those cells -inf itself (the op fills nothing), wave w rows w, w + waves,
+        # ...; the stores go out before the KV loads and overlap their latency. The output resource ends
+        # at max_seq_len, so no store lands past it.
+        out_bytes = Int64(max_seq_len) * Int64(4)
+        n_first = arith.max(t0 + next_n - ctx, Int32(0))
+        n_dead = (live >= Int32(0)).select(n_first, next_n)
+        for n in range(wave, n_dead, g.waves):
+            dead_rs = B.buffer_rsrc(out, Int64(b_row + Int32(n)) * stride_out * Int64(4), out_bytes)
+            if lane < Int32(T):
+                B.buffer_store(fx.Float32(float("-inf")), dead_rs, (t0 + lane) * Int32(4))
         if live >= Int32(0):
             tin = t0 & Int32(P - 1)
             kv_rs = B.buffer_rsrc(kv_cache, Int64(page) * stride_kv, Int32(P * 64))
@@ -155,7 +169,6 @@ def direct_kernel(g: Direct, name: str):
             for xo in SC_OFFS:
                 dw = Int32(B.buffer_load(ks_rs, grp * Int32(P) + (Int32(xo) + r) * Int32(4), 1))
                 ks.append(dw if T == P else dw >> ((tin // Int32(P // 4)) * Int32(8)))
-            n_first = arith.max(t0 + next_n - ctx, Int32(0))
 
             def score(n, inputs):
                 """Write this wave's per-token partial sums of row n to LDS."""
@@ -178,12 +191,15 @@ def direct_kernel(g: Direct, name: str):
                 tok = (grp if NT == 4 else grp >> Int32(1)) * Int32(NTILE) + r
                 if ONE_WAVE:
                     # the wave holds every head: lane (g, r) has token tok's logit (tile 32: twice, the
-                    # even group stores it)
-                    limit = arith.min(ctx - next_n + Int32(1) + n, max_seq_len)
-                    out_rs = B.buffer_rsrc(out, Int64(b_row + n) * stride_out * Int64(4))
-                    mine = (t0 + tok < limit) if NT == 4 else ((grp & Int32(1)) == Int32(0)) & (t0 + tok < limit)
-                    if mine:
-                        B.buffer_store(total * weight_scale, out_rs, (t0 + tok) * Int32(4))
+                    # even group stores it); the cells the row does not see get -inf
+                    limit = ctx - next_n + Int32(1) + n
+                    out_rs = B.buffer_rsrc(out, Int64(b_row + n) * stride_out * Int64(4), out_bytes)
+                    v = (t0 + tok < limit).select(total * weight_scale, fx.Float32(float("-inf")))
+                    if NT == 4:
+                        B.buffer_store(v, out_rs, (t0 + tok) * Int32(4))
+                    else:
+                        if (grp & Int32(1)) == Int32(0):
+                            B.buffer_store(v, out_rs, (t0 + tok) * Int32(4))
                 else:
                     B.lds_store(lds, (hw * Int32(MAX_NEXT_N) + n) * Int32(ROW_LDS) + tok * Int32(4),
                                 total.bitcast(Int32), 1)
@@ -212,10 +228,10 @@ def direct_kernel(g: Direct, name: str):
                     p0 = B.lds_load(lds, ni * Int32(ROW_LDS) + t_lane * Int32(4), 1)
                     p1 = B.lds_load(lds, (Int32(MAX_NEXT_N) + ni) * Int32(ROW_LDS) + t_lane * Int32(4), 1)
                     v = (Int32(p0).bitcast(fx.Float32) + Int32(p1).bitcast(fx.Float32)) * weight_scale
-                    limit = arith.min(ctx - next_n + Int32(1) + ni, max_seq_len)
                     tok = t0 + lane
-                    out_rs = B.buffer_rsrc(out, Int64(b_row + ni) * stride_out * Int64(4))
-                    if (lane < Int32(T)) & (tok < limit):
+                    v = (tok < ctx - next_n + Int32(1) + ni).select(v, fx.Float32(float("-inf")))
+                    out_rs = B.buffer_rsrc(out, Int64(b_row + ni) * stride_out * Int64(4), out_bytes)
+                    if lane < Int32(T):
                         B.buffer_store(v, out_rs, tok * Int32(4))
 
     return direct

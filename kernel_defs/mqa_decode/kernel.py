@@ -38,8 +38,9 @@ Design decisions (docs/families/mqa_decode.md#decisions):
   and its visible tokens score -inf (docs/safety.md); a cta_info row outside the launch stores nothing. Chunks past the
   row's visible limit are not computed at all; tokens past it inside a chunk are computed, never stored.
   The direct kernel reads one entry per CTA, t0 // P (the resource bounded by the table width), together
-  with ctx; the entry is used only when t0 < ctx, and a chunk whose page is invalid exits (the op's -inf
-  fill stands).
+  with ctx; the entry is used only when t0 < ctx, and a chunk whose page is invalid stores -inf and
+  reads nothing more. The direct kernel writes every output cell (the -inf ones too): the op fills only
+  for the staged kernel.
 - ctx > max_seq_len: the output row ends at max_seq_len (a runtime argument of both kernels), so a row's
   visible limit is min(ctx - next_n + 1 + n, max_seq_len), the reference's clipped region. The staged
   kernel clips it once per CTA (the chunk count, page clamp and store predicate all follow, nothing is

@@ -148,7 +148,9 @@ def plan_call(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, context
                              total_ctas=total_ctas)
     if takes_direct_path(s, cta_info=cta_info, total_ctas=total_ctas, block_k=block_k, num_warps=num_warps,
                          parallel_unit_num=parallel_unit_num):
-        out = _minus_inf(out, rows, max_seq_len, q_fp4.device)
+        # the direct kernel writes every cell of out[:, :max_seq_len], the -inf ones too: no fill
+        if out is None:
+            out = torch.empty((rows, max_seq_len), dtype=torch.float32, device=q_fp4.device)
         return out, (direct_plan(s, max_seq_len, out=out, q_fp4=q_fp4, q_scale=q_scale, kv_cache=kv_cache,
                                  kv_scale=kv_scale, block_tables=block_tables, weights=weights,
                                  context_lens=context_lens.contiguous(), weight_scale=float(weight_scale)),)

@@ -136,3 +136,17 @@ def test_recording_times_only_the_launches_of_its_own_context(monkeypatch):
         assert [name for name, _, _ in rec.launches] and rec.launches[0][1].kernel_us > 0
     call()
     assert len(rec.launches) == 1
+
+
+def test_decode_prices_a_fill_only_when_the_op_fills():
+    """The direct decode kernel writes its -inf cells itself, so a decode row has no fill term; a fill
+    given as a count or as a function of the finished call is priced at the HBM rate."""
+    r = modeled.modeled_us("decode", 2, 1, 512, samples=2)
+    assert [k[0] for k in r["kernels"]] == ["mqa_decode_direct_h64_d128_p64_bk32_w1"]
+    assert r["fill_us"] == 0 and r["device_us"] == pytest.approx(sum(k[1] for k in r["kernels"]))
+    calls = []
+    fixed = modeled.modeled_call(_gemm_call(), 8_000_000, samples=1)
+    late = modeled.modeled_call(_gemm_call(), lambda: calls.append(1) or 8_000_000, samples=1)
+    from flyaot.emu.timing import Params
+    hbm = T.HBM_BYTES_PER_S * min(1.0, Params().bandwidth_efficiency)
+    assert calls == [1] and fixed["fill_us"] == late["fill_us"] == pytest.approx(8e6 / hbm * 1e6)

@@ -171,12 +171,13 @@ def test_staged_context_past_max_seq_len_external_schedule():
 # ------------------------------------------------------------------------------------------ direct path
 
 def _direct(kv, q, qs, w, cl, msl, next_n, variant, *, out=None, weight_scale=1.5):
-    """Launch one direct-path spec (variant forced) through the runtime, as the op would."""
+    """Launch one direct-path spec (variant forced) through the runtime, as the op would. The output starts
+    as NaN: the direct kernel writes every cell, the -inf ones too (the op fills nothing for it)."""
     s = P.check_inputs(q, qs, kv.kv_cache, kv.kv_scale, kv.block_tables, w, cl, msl, next_n,
                        kv.kv_cache.shape[3], weight_scale)
     assert P.takes_direct_path(s)
     if out is None:
-        out = torch.full((len(cl) * next_n, msl), float("-inf"))
+        out = torch.full((len(cl) * next_n, msl), float("nan"))
     plan = P.direct_plan(s, msl, out=out, q_fp4=q, q_scale=qs, kv_cache=kv.kv_cache, kv_scale=kv.kv_scale,
                          block_tables=kv.block_tables, weights=w, context_lens=cl, weight_scale=weight_scale,
                          variant=variant)
@@ -201,6 +202,22 @@ def test_direct_every_spec(heads, page, next_n, ctx, msl, k):
     kv, q, qs, w, cl = _problem(heads * 3 + next_n + variant[0], ctx, next_n, heads, 128, page)
     out = _direct(kv, q, qs, w, cl, msl, next_n, variant)
     _check(out, kv, q, qs, w, cl, msl, next_n, 1.5)
+
+
+def test_direct_path_fills_nothing_and_writes_every_cell():
+    """The op leaves a given `out` untouched before the direct launch (no -inf fill); the kernel alone
+    then writes every cell: logits, the -inf of rows that see part of a chunk, of rows that see none of
+    it (next_n > ctx) and of whole dead chunks (an empty sequence, columns past a context)."""
+    ctx, next_n, msl = [70, 0, 130, 2], 4, 192
+    kv, q, qs, w, cl = _problem(3, ctx, next_n, 64, 128, 64)
+    out = torch.full((len(ctx) * next_n, msl), float("nan"))
+    got, plans = P.plan_call(q, qs, kv.kv_cache, kv.kv_scale, kv.block_tables, w, cl, msl, weight_scale=1.25,
+                             next_n=next_n, block_k=None, kv_block_size=64, num_warps=None, parallel_unit_num=None,
+                             out=out, cta_info=None, total_ctas=None)
+    assert got is out and bool(out.isnan().all())
+    assert [p.params["path"] for p in plans] == ["direct"]
+    runtime.launch(plans[0])
+    _check(out, kv, q, qs, w, cl, msl, next_n, 1.25)
 
 
 def test_direct_strided_pool_strided_out_and_context_past_max_seq_len():
