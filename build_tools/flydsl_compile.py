@@ -6,6 +6,7 @@ flydsl). The caller must have set up the toolchain environment for the target fi
 (build_tools.toolchain).
 """
 import inspect
+import threading
 from dataclasses import dataclass
 
 
@@ -81,10 +82,52 @@ def compile_launcher(launcher, kernel_name: str) -> KernelBuild:
         names.append(p.name)
         ctypes_.append(ct)
         placeholders.append(ph)
+    _lower_on_a_fresh_thread()
     flyc.compile(launcher, *placeholders)
     _, artifact = launcher._last_compiled
     binary, block = _binary_and_block(artifact.ir, kernel_name)
     return KernelBuild(binary, kernel_name, tuple(names), tuple(ctypes_), block)
+
+
+def _lower_on_a_fresh_thread() -> None:
+    """Make FlyDSL lower (MLIR passes, LLVM, code generation) the traced module's text on a new thread in
+    a new MLIR context, once per process.
+
+    Why: FlyDSL 0.5.0's bundled LLVM orders some instructions by the relative addresses of its IR
+    objects. Lowered on the tracing thread, in the tracing context, those addresses depend on everything
+    the process allocated before (measured: the size of one environment variable moved the code objects
+    of two mqa_decode specs). A new thread allocates from a malloc arena of its own, and a new context
+    shares no uniqued MLIR storage with the tracer, so the lowering's heap depends on the module's text
+    alone; with address-space randomisation off (pool.py) its code object repeats byte for byte.
+    FlyDSL has no hook for this, so the lowering entry point is wrapped; the text, pipeline and options
+    it receives are FlyDSL's own."""
+    from flydsl.compiler import jit_function
+
+    compiler = jit_function.MlirCompiler
+    if getattr(compiler.compile, "flyaot_fresh_thread", False):
+        return
+    lower = compiler.compile.__func__
+
+    def compile_on_fresh_thread(cls, asm, **kwargs):
+        result = []
+
+        def run():
+            try:
+                with jit_function._create_mlir_context():
+                    result.append((True, lower(cls, asm, **kwargs)))
+            except BaseException as e:  # re-raised on the calling thread
+                result.append((False, e))
+
+        thread = threading.Thread(target=run, name="flyaot-lower")
+        thread.start()
+        thread.join()
+        ok, value = result[0]
+        if not ok:
+            raise value
+        return value
+
+    compile_on_fresh_thread.flyaot_fresh_thread = True
+    compiler.compile = classmethod(compile_on_fresh_thread)
 
 
 def _binary_and_block(ir_text: str, kernel_name: str):

@@ -4,10 +4,10 @@ Why one process per spec, forked from a server that preloaded FlyDSL: compiles w
 not independent (measured with FlyDSL 0.5.0: compiling an mqa_decode spec a second time in the same
 process changed its register allocation), and forking from a warmed-up server keeps the isolation
 without paying ~1.2 s of imports per spec. The server starts with a fixed PYTHONHASHSEED and without
-address-space randomisation, which makes a compile repeat when everything before it repeats; FlyDSL's
-native back end still schedules some kernels by the process's memory layout and timing (README,
-"Building stores"), so a different build order, spec subset, worker count or environment can move
-them, and the content-addressed build cache, not recompilation, is what keeps rebuilds stable.
+address-space randomisation: FlyDSL's native back end orders some instructions by the relative
+addresses of its IR objects, and with randomisation off those depend only on what the lowering thread
+allocated (flydsl_compile.py gives the lowering a thread of its own), so a spec's code object does not
+depend on build order, spec subset, worker count or environment (tools/check_reproducible.py checks it).
 """
 import contextlib
 import ctypes

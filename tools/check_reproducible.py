@@ -1,9 +1,10 @@
-"""Check whether cold builds are byte-reproducible: build a subset of specs twice, each time with an empty
-build cache (once with 1 worker, once with 2, same order), and list the code objects whose sha256 differ.
+"""Check that cold builds are byte-reproducible: build a subset of specs twice, each time with an empty
+build cache, once with 1 worker and once with 2 workers and a 3000-byte environment variable added
+(both moved code objects before the lowering got a thread of its own, build_tools/flydsl_compile.py),
+and list the code objects whose sha256 differ.
 
-Developer tool, not part of the test suite: with FlyDSL 0.5.0 the answer is not always "none" (README,
-"Building stores"), and a suite test must not fail at random. The subset is two specs of every shipped
-family plus mqa_decode specs whose schedule moved between earlier builds; about 2 minutes on 2 cores.
+CI runs it (.ci/run). The subset is two specs of every shipped family plus mqa_decode specs whose
+schedule moved between earlier builds; about a minute on 2 idle cores.
 
     python -m tools.check_reproducible [--keep DIR]
 
@@ -11,6 +12,7 @@ Exit status 0 when every code object matched, 1 when some differed.
 """
 import argparse
 import json
+import os
 import pathlib
 import subprocess
 import sys
@@ -33,10 +35,12 @@ def subset() -> list:
     return chosen
 
 
-def build_hashes(misses: pathlib.Path, work: pathlib.Path, jobs: int) -> dict:
+def build_hashes(specs: list, work: pathlib.Path, jobs: int, env: dict) -> dict:
     out = work / f"jobs{jobs}"
+    misses = work / f"subset{jobs}.jsonl"
+    misses.write_text("".join(json.dumps({"family": s.family, "params": s.param_dict}) + "\n" for s in specs))
     subprocess.run([sys.executable, "-m", "flyaot.build_tools", "build", "--from-misses", str(misses), "--jobs", str(jobs),
-                    "--out", str(out), "--cache", str(work / f"cache{jobs}")], check=True)
+                    "--out", str(out), "--cache", str(work / f"cache{jobs}")], check=True, env=env)
     specs = json.loads((out / "manifest.json").read_text())["specs"]
     return {e["key"]: e["sha256"] for e in specs.values()}
 
@@ -49,9 +53,8 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="flyaot-repro-") as tmp:
         work = pathlib.Path(a.keep or tmp)
         work.mkdir(parents=True, exist_ok=True)
-        misses = work / "subset.jsonl"
-        misses.write_text("".join(json.dumps({"family": s.family, "params": s.param_dict}) + "\n" for s in chosen))
-        one, two = build_hashes(misses, work, 1), build_hashes(misses, work, 2)
+        one = build_hashes(chosen, work, 1, dict(os.environ))
+        two = build_hashes(chosen, work, 2, {**os.environ, "CHECK_REPRODUCIBLE_PADDING": "x" * 3000})
     differ = sorted(k for k in one if one[k] != two.get(k))
     for key in differ:
         print(f"differs: {key}")
