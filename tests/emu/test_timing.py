@@ -162,7 +162,7 @@ def test_timing_leaves_results_bit_identical(emu_samples_store, tmp_path, monkey
     from flyaot.runtime.config import Config
     from flyaot.runtime.dispatch import Runtime
     from flyaot.runtime.drivers import emu as emu_driver
-    cfg = dataclasses.replace(Config.from_env(), package_store=tmp_path / "none",
+    cfg = dataclasses.replace(Config.from_env(), package_dir=tmp_path / "none",
                               extra_stores=(emu_samples_store,), cache_dir=tmp_path / "cache",
                               disable_jit=True, record_misses="", device="emu")
     rt = Runtime(cfg)
