@@ -68,7 +68,7 @@ setup(
     keywords=["gfx950", "MI355X", "ROCm", "FlyDSL", "AOT", "kernels", "MXFP4"],
     packages=find_packages(),
     package_dir={"flyaot": "."},
-    package_data={"flyaot.prebuilt": ["manifest.json", "*/manifest.json", "*/*.co"]},
+    package_data={"flyaot.prebuilt": ["*/manifest.json", "*/*.co"]},   # one store per target directory
     python_requires=">=3.10",
     # The lowest torch a run has proven (see README, "Tested versions").
     install_requires=["torch>=2.11"],

@@ -19,7 +19,7 @@ def build(root) -> tuple:
     import torch
 
     from flyaot import __version__
-    from flyaot.formats.manifest import Spec, pretty_json, sha256_hex
+    from flyaot.formats.manifest import SCHEMA_VERSION, Spec, pretty_json, sha256_hex
     from flyaot.runtime.config import EXPECTED_FLYDSL
     nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
     if not os.path.exists(nvcc):
@@ -31,15 +31,15 @@ def build(root) -> tuple:
     cubin = root / "add_one.cubin"
     subprocess.run([nvcc, "--cubin", f"-arch={target}", "-o", str(cubin), str(root / "add_one.cu")], check=True)
     data = cubin.read_bytes()
-    store = root / "store"
-    (store / target).mkdir(parents=True)
-    (store / target / "add_one.co").write_bytes(data)
+    store = root / target              # a package-style folder: one store per target directory
+    store.mkdir(parents=True)
+    (store / "add_one.co").write_bytes(data)
     entry = {"family": FAMILY, "params": PARAMS, "key": Spec.make(FAMILY, PARAMS, target).key,
-             "file": f"{target}/add_one.co", "size": len(data), "sha256": sha256_hex(data), "symbol": "add_one",
+             "file": "add_one.co", "size": len(data), "sha256": sha256_hex(data), "symbol": "add_one",
              "block": list(BLOCK), "kernarg_size": 12, "kernarg_align": 8, "resources": {},
              "args": [{"name": "x", "ctype": "void*", "kind": "global_buffer", "offset": 0, "size": 8},
                       {"name": "n", "ctype": "int32_t", "kind": "by_value", "offset": 8, "size": 4}]}
-    manifest = {"schema": 1, "flyaot": __version__, "target": target, "specs": {"add_one": entry},
+    manifest = {"schema": SCHEMA_VERSION, "flyaot": __version__, "target": target, "specs": {"add_one": entry},
                 "toolchain": {"flydsl": EXPECTED_FLYDSL, "lld": "n/a", "nvcc": "see nvcc --version"}}
     (store / "manifest.json").write_bytes(pretty_json(manifest))
     return store, data, target

@@ -38,7 +38,7 @@ def flyaot_cases(store, x, py_launch=False):
     from flyaot.runtime.config import Config
     from flyaot.runtime.dispatch import Runtime
     cfg = Config.from_env()
-    rt = Runtime(Config(**dict(cfg.__dict__, package_store=store, extra_stores=(), py_launch=py_launch,
+    rt = Runtime(Config(**dict(cfg.__dict__, package_dir=store.parent, extra_stores=(), py_launch=py_launch,
                                cache_dir=store / "no-cache")))
     n = x.numel()
     grid = ((n + cs.BLOCK[0] - 1) // cs.BLOCK[0], 1, 1)

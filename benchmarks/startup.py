@@ -59,7 +59,7 @@ def loads(limit):
         with tempfile.TemporaryDirectory() as tmp:
             store_dir, _, _ = cs.build(tmp)
             cfg = Config.from_env()
-            index = Index.open(Config(**dict(cfg.__dict__, package_store=store_dir, extra_stores=())))
+            index = Index.open(Config(**dict(cfg.__dict__, package_dir=store_dir.parent, extra_stores=())))
             hits = [(s, sid, e) for s, sid, e in index.entries() if s.root == store_dir] * limit
             times = _time_loads(drivers.get("cuda"), 0, hits, limit)
             where = f"cuda device 0 ({torch.cuda.get_device_name(0)}), one {hits[0][2]['size']} B cubin"

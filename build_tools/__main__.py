@@ -7,7 +7,7 @@ import sys
 from .. import prebuilt, targets
 from ..formats import env
 
-PACKAGE_STORE = pathlib.Path(prebuilt.__file__).parent
+PACKAGE_DIR = pathlib.Path(prebuilt.__file__).parent     # one store per target: PACKAGE_DIR/<arch>/
 
 
 def _cmd_build(a) -> int:
@@ -15,9 +15,20 @@ def _cmd_build(a) -> int:
     from . import spec_list as sp
     from .build import build
     from .toolchain import ToolchainError
-    if (a.family or a.shard or a.from_misses) and pathlib.Path(a.out).resolve() == PACKAGE_STORE.resolve():
+    try:
+        arch = targets.get(a.target).arch
+    except targets.UnknownTargetError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    a.out = a.out or str(PACKAGE_DIR / arch)
+    out = pathlib.Path(a.out).resolve()
+    if out == PACKAGE_DIR.resolve() or (out.parent == PACKAGE_DIR.resolve() and out.name != arch):
+        print(f"error: --out {a.out}: the package keeps one store per target, in {PACKAGE_DIR / arch} for "
+              f"{arch}", file=sys.stderr)
+        return 2
+    if (a.family or a.shard or a.from_misses) and out.parent == PACKAGE_DIR.resolve():
         print("error: a partial build (--family, --shard, --from-misses) would replace the package's full "
-              "prebuilt store; give --out DIR", file=sys.stderr)
+              f"prebuilt store of {arch}; give --out DIR", file=sys.stderr)
         return 2
     if pathlib.Path(a.out).exists() and not pathlib.Path(a.out).is_dir():
         print(f"error: --out {a.out} is not a directory; a store is written into a directory", file=sys.stderr)
@@ -56,13 +67,34 @@ def _cmd_merge(a) -> int:
     return 0
 
 
+def _cmd_relayout(a) -> int:
+    from ..store.errors import StoreError
+    from ..store.write import relayout
+    try:
+        new = relayout(a.store)
+    except StoreError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"{a.store} -> {new}")
+    return 0
+
+
 def _cmd_verify(a) -> int:
+    from ..store.index import target_dirs
     from .regate import verify
-    problems = verify(a.store)
-    for p in problems:
-        print(p, file=sys.stderr)
-    print(f"{a.store}: {'OK' if not problems else f'{len(problems)} problems'}")
-    return 1 if problems else 0
+    stores = a.store or target_dirs(PACKAGE_DIR)
+    if not stores:
+        print(f"error: {PACKAGE_DIR} holds no store (one per target: <arch>/manifest.json); build it first",
+              file=sys.stderr)
+        return 2
+    bad = 0
+    for store in stores:
+        problems = verify(store)
+        for p in problems:
+            print(p, file=sys.stderr)
+        print(f"{store}: {'OK' if not problems else f'{len(problems)} problems'}")
+        bad += bool(problems)
+    return 1 if bad else 0
 
 
 def _cmd_list(a) -> int:
@@ -105,8 +137,8 @@ def main(argv=None) -> int:
     b.add_argument("--jobs", type=int, default=None, help="compile workers (default $FLYAOT_BUILD_JOBS, else one "
                    "per CPU core)")
     b.add_argument("--shard", metavar="i/n")
-    b.add_argument("--out", default=str(PACKAGE_STORE), help="store to write (default: the package's own, "
-                   "which only a full build may replace)")
+    b.add_argument("--out", default=None, help="store to write (default: the package's own for the target, "
+                   "prebuilt/<arch>/, which only a full build may replace)")
     b.add_argument("--cache", default=None, help="build cache dir (default $FLYAOT_BUILD_CACHE or ~/.cache/flyaot)")
     b.add_argument("--timeout", type=float, default=None, help="seconds per spec (default $FLYAOT_BUILD_TIMEOUT, "
                    "else 120)")
@@ -117,9 +149,13 @@ def main(argv=None) -> int:
     m.add_argument("--force", action="store_true", help="replace a store holding specs the merge lacks, or "
                    "merge without all shards")
     m.set_defaults(fn=_cmd_merge)
-    v = sub.add_parser("verify", help="re-hash and re-check a store")
-    v.add_argument("store", nargs="?", default=str(PACKAGE_STORE))
+    v = sub.add_parser("verify", help="re-hash and re-check stores (default: the package's, one per target)")
+    v.add_argument("store", nargs="*")
     v.set_defaults(fn=_cmd_verify)
+    r = sub.add_parser("relayout", help="turn a store of the schema-1 layout (DIR/manifest.json, DIR/<arch>/*.co) "
+                       "into the store DIR/<arch>/ (same code objects and ids)")
+    r.add_argument("store", nargs="?", default=str(PACKAGE_DIR))
+    r.set_defaults(fn=_cmd_relayout)
     ls = sub.add_parser("list", help="list the specs a build would compile")
     ls.add_argument("--family", action="append")
     ls.add_argument("--include-unshipped", action="store_true")

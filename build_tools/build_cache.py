@@ -21,7 +21,7 @@ def make_entry(spec, spec_id: str, kb, co: codeobject.CodeObject) -> dict:
     data = kb.code_object
     return {
         "id": spec_id, "family": spec.family, "params": spec.param_dict, "key": spec.key,
-        "file": f"{spec.target}/{spec_id}.co", "size": len(data), "sha256": sha256_hex(data),
+        "file": f"{spec_id}.co", "size": len(data), "sha256": sha256_hex(data),
         "symbol": k.name, "block": list(kb.block), "kernarg_size": k.kernarg_size,
         "kernarg_align": k.kernarg_align, "args": args, "resources": k.resources.as_dict(),
     }

@@ -7,17 +7,19 @@ compiler emits: every cross-wave dependence goes through a barrier. The sanitize
 checks that assumption through the probe hook below; a schedule (random interleaving of the waves
 at instruction granularity between barriers) shakes it.
 
-Probe hook: `Launch.probe`, None by default (then the plain loop runs, untouched). A probe is an
-object with
-    workgroup(wg_id, waves)       a workgroup starts (waves initialised)
+Probe hook: `Launch.probe`, None by default (then the plain loop runs, untouched). A probe (the
+sanitizer, the timing tracer emu/timing/trace.py) is an object with
+    watches                       True: it wants every memory access (lds / mem below)
+    workgroup(wg_id, waves)       a workgroup starts (waves initialised); returning False leaves
+                                  that workgroup to the plain loop, without further calls
     before(w, k, ins)             instruction k of the program is about to execute on wave w
     after(w, k, ins)              it executed (also s_barrier / s_endpgm, which yield the wave)
     released(waves)               every live wave reached s_barrier and was released
     lds(w, mode, addr, nbytes)    an LDS access of the running instruction ('r', 'w' or 'a'tomic),
     mem(mode, addr, nbytes)       a global one; addr holds one address per access
     finish()                      the launch ended
-While a probe is set, memory instructions run their general handlers (which report every access
-through Wave.watch / Memory.watch) instead of the specialized fast paths.
+While a probe that watches is set, memory instructions run their general handlers (which report
+every access through Wave.watch / Memory.watch) instead of the specialized fast paths.
 
 Initial state follows the AMDGPU ABI (docs/emulator.md#execution-model) via program.LaunchFacts:
 user SGPRs (dispatch ptr, kernarg segment ptr, ... , preloaded kernarg dwords), then system SGPRs
@@ -111,7 +113,7 @@ def run_wave_stepped(prep: Prepared, w: Wave, counts: list, probe, budget: int =
     """run_wave with the probe called around each instruction, stopping after `budget`
     instructions when budget >= 0 (w.pc then holds the resume address)."""
     instrs, nxt, index = prep.instrs, prep.next_pc, prep.index
-    handlers = prep.handlers if probe is None else prep.watched_handlers
+    handlers = prep.watched_handlers if probe is not None and probe.watches else prep.handlers
     try:
         i = index[w.pc]
     except KeyError:
@@ -188,7 +190,6 @@ class Launch:
         self.lds_size = facts.lds_size + int(lds_bytes)
         self.counters = Counters()
         self.counts = [0] * len(prep.instrs)
-        self.observer = None       # timing tracer: observer.workgroup(id, waves) -> wave runner
         self.probe = probe         # see the module docstring
         self.schedule = schedule   # None: waves in turn; an int: the seed of a random interleaving
         threads = self.block[0] * self.block[1] * self.block[2]
@@ -275,14 +276,16 @@ class Launch:
         for w in waves:
             self._init_wave(w, wg_id, lds)
         prep, counts = self.prep, self.counts
-        if self.probe is not None or self.schedule is not None:
-            self._run_stepped(wg_id, waves)
+        probe = self.probe
+        if probe is not None and probe.workgroup(wg_id, waves) is False:
+            probe = None
+        if probe is not None or self.schedule is not None:
+            self._run_stepped(wg_id, waves, probe)
             return
-        runner = run_wave if self.observer is None else self.observer.workgroup(wg_id, waves)
         while True:
             for w in waves:
                 if not w.done and not w.at_barrier:
-                    runner(prep, w, counts)
+                    run_wave(prep, w, counts)
             alive = [w for w in waves if not w.done]
             if not alive:
                 break
@@ -291,14 +294,12 @@ class Launch:
         self.counters.workgroups += 1
         self.counters.waves += len(waves)
 
-    def _run_stepped(self, wg_id, waves) -> None:
-        """run_workgroup through the probe, and interleaved by the random schedule if one is set:
-        each step runs a random ready wave for 1 to 8 instructions (seeded per workgroup, so a
-        seed always gives the same interleaving)."""
-        probe, prep, counts = self.probe, self.prep, self.counts
+    def _run_stepped(self, wg_id, waves, probe) -> None:
+        """run_workgroup through `probe` (None: none), and interleaved by the random schedule if one
+        is set: each step runs a random ready wave for 1 to 8 instructions (seeded per workgroup, so
+        a seed always gives the same interleaving)."""
+        prep, counts = self.prep, self.counts
         rng = None if self.schedule is None else random.Random(f"{self.schedule}:{wg_id}")
-        if probe is not None:
-            probe.workgroup(wg_id, waves)
         while True:
             ready = [w for w in waves if not w.done and not w.at_barrier]
             while ready:

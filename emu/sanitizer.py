@@ -230,6 +230,8 @@ class _WaveState:
 class Sanitizer:
     """One launch's checks (the probe of machine.Launch)."""
 
+    watches = True
+
     def __init__(self, launch):
         self.launch = launch
         self.prep = launch.prep

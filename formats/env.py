@@ -132,8 +132,9 @@ VARIABLES = (
     # the runtime
     Var("FLYAOT_PREBUILT_PATH", "paths", (), "extra stores (add-on packs), searched after the package's own store "
         "in the order given", ("runtime/config.py",), default_doc="none"),
-    Var("FLYAOT_CACHE_DIR", "path", None, "the user cache store, where the JIT publishes",
-        ("runtime/config.py",), default_doc="`$XDG_CACHE_HOME/flyaot/<version>/<target>/`"),
+    Var("FLYAOT_CACHE_DIR", "path", None, "the user cache folder: the JIT publishes into its store of the "
+        "device's target, `<dir>/<version>/<target>/`", ("runtime/config.py",),
+        default_doc="`$XDG_CACHE_HOME/flyaot/`"),
     Var("FLYAOT_DISABLE_JIT", "flag", False, "never JIT: a spec no store holds is an error naming the nearest "
         "prebuilt specs and the build command", ("runtime/config.py",)),
     Var("FLYAOT_RECORD_MISSES", "path", None, "file each miss is appended to (JSON lines), the input of "

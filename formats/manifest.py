@@ -1,8 +1,8 @@
 """A store's manifest: one JSON file describing every code object of a store, and its one schema.
 
-Layout of a store directory:
+Layout of a store directory (one target: each target's stores are directories of their own):
     manifest.json           this schema (`validate`)
-    <target>/<spec id>.co   code objects
+    <spec id>.co            code objects
 
 Written deterministically (sorted keys, a fixed indent, trailing newline) so the same specs always give
 byte-identical manifests: no timestamps, paths or host names.
@@ -12,7 +12,7 @@ import json
 import re
 from dataclasses import dataclass
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2             # 2: one target per store directory, code objects beside the manifest
 MANIFEST_NAME = "manifest.json"
 
 # The C types an argument slot may have (a flat kernel ABI), with the size and AMDGPU value_kind the
@@ -83,7 +83,7 @@ def empty_manifest(*, flyaot_version: str, toolchain: dict, target: str) -> dict
 
 SPEC_ID = re.compile(r"[0-9A-Za-z_-]{1,128}")     # a spec id: also the code object's file name
 SHA256 = re.compile(r"[0-9a-f]{64}")
-ARCH = re.compile(r"[0-9A-Za-z_]{1,32}")          # a target name: the store's only directory
+ARCH = re.compile(r"[0-9A-Za-z_]{1,32}")          # a target name: the name of its stores' directories
 SHARD = re.compile(r"(0|[1-9][0-9]*)/([1-9][0-9]*)")
 
 # field -> (JSON type, required). `int` never admits a bool.
@@ -145,8 +145,9 @@ def _nesting(text: str) -> int:
     return deepest
 
 
-def parse(data: bytes, *, origin: str) -> dict:
-    """JSON bytes -> a manifest that satisfies the schema; ManifestError (naming `origin`) otherwise."""
+def parse(data: bytes, *, origin: str, check: bool = True) -> dict:
+    """JSON bytes -> a manifest that satisfies the schema (with check=False: only bounded JSON, for
+    reading a manifest of an older schema); ManifestError (naming `origin`) otherwise."""
     try:
         text = data.decode("utf-8")
         if _nesting(text) > MAX_DEPTH:
@@ -155,7 +156,7 @@ def parse(data: bytes, *, origin: str) -> dict:
                          object_pairs_hook=_unique_keys)
     except (UnicodeDecodeError, ValueError, RecursionError) as e:
         raise ManifestError(origin, "", f"cannot read manifest: {e}") from None
-    return validate(obj, origin=origin)
+    return validate(obj, origin=origin) if check else obj
 
 
 def _kind(v) -> str:
@@ -191,6 +192,10 @@ def validate(manifest, *, origin: str = "manifest") -> dict:
     the field. What is not the manifest's own business (which versions this flyaot reads, the code
     objects' bytes and metadata) belongs to the store that opens it."""
     _fields(manifest, TOP_FIELDS, origin, "")
+    if manifest["schema"] == 1:
+        raise ManifestError(origin, "schema", "1, the layout of <target>/<id>.co under one manifest; this flyaot "
+                            f"reads schema {SCHEMA_VERSION} (a store per target directory): rebuild the store "
+                            "(a user cache: `python -m flyaot clear-cache`)")
     if manifest["schema"] != SCHEMA_VERSION:
         raise ManifestError(origin, "schema", f"{manifest['schema']!r}; this flyaot reads schema {SCHEMA_VERSION}")
     for name, v in manifest["toolchain"].items():
@@ -217,7 +222,7 @@ def validate(manifest, *, origin: str = "manifest") -> dict:
 
 
 def validate_entry(sid: str, e, target: str, origin: str) -> None:
-    """One entry on its own terms: typed fields; key = family/params/target; file = <target>/<id>.co;
+    """One entry on its own terms: typed fields; key = family/params/target; file = <id>.co;
     size and sha256 well formed; the argument slots, kernarg size and block consistent."""
     where = f"specs.{sid}"
     _fields(e, ENTRY_FIELDS, origin, where)
@@ -227,8 +232,8 @@ def validate_entry(sid: str, e, target: str, origin: str) -> None:
         raise ManifestError(origin, f"{where}.params", str(err)) from None
     if e["key"] != key:
         raise ManifestError(origin, f"{where}.key", f"{e['key']!r} does not match its family/params/target ({key!r})")
-    if e["file"] != f"{target}/{sid}.co":
-        raise ManifestError(origin, f"{where}.file", f"{e['file']!r} must be {target}/{sid}.co")
+    if e["file"] != f"{sid}.co":
+        raise ManifestError(origin, f"{where}.file", f"{e['file']!r} must be {sid}.co")
     if "id" in e and e["id"] != sid:
         raise ManifestError(origin, f"{where}.id", f"{e['id']!r} differs from the entry's name")
     if e["size"] < 0:

@@ -156,6 +156,10 @@ def cmd_env(a, config) -> int:
     stores = [{"kind": k, "path": str(r), "target": s.target if s else None,
                "specs": len(s.by_key) if s else None, "error": err}
               for k, r, s, err in _open_stores(config)]
+    if not any(s["kind"] == "cache" for s in stores):     # none yet: where the JIT would put one per target
+        from .. import __version__
+        stores.append({"kind": "cache", "path": str(config.cache_dir / __version__ / "<arch>"), "target": None,
+                       "specs": 0, "error": None})
     torch_info = _torch_info()
     env = {
         "versions": _versions(),
@@ -271,23 +275,33 @@ def cmd_verify(a, config) -> int:
 
 
 def cmd_clear_cache(a, config) -> int:
+    """Empty the user cache store of every target (and a cache of the schema-1 layout at its root)."""
     from ..store.errors import StoreError
+    from ..store.index import old_cache_layout, target_dirs
     from ..store.write import clear_cache
-    root = config.cache_dir
-    if not (root.exists() or root.is_symlink()):
+    from .. import __version__
+    if config.cache_dir.exists() and not config.cache_dir.is_dir():
+        raise UsageError(f"the user cache {config.cache_dir} (FLYAOT_CACHE_DIR) is not a directory; nothing deleted")
+    roots = target_dirs(config.cache_dir / __version__)
+    if old_cache_layout(config.cache_dir):
+        roots.insert(0, config.cache_dir)
+    if not roots:
         if a.json:
-            emit_json({"path": str(root), "removed": 0})
+            emit_json({"path": str(config.cache_dir), "removed": 0, "stores": []})
         else:
-            print(f"{root}: nothing to clear")
+            print(f"{config.cache_dir}: nothing to clear")
         return 0
+    done = []
     try:
-        removed = clear_cache(root, timeout=config.jit_timeout)
+        for root in roots:
+            done.append({"path": str(root), "removed": clear_cache(root, timeout=config.jit_timeout)})
     except StoreError as e:
         raise UsageError(str(e)) from None
     if a.json:
-        emit_json({"path": str(root), "removed": removed})
+        emit_json({"path": str(config.cache_dir), "removed": sum(d["removed"] for d in done), "stores": done})
     else:
-        print(f"{root}: removed {removed} files")
+        for d in done:
+            print(f"{d['path']}: removed {d['removed']} files")
     return 0
 
 

@@ -7,25 +7,26 @@ import pathlib
 from dataclasses import dataclass
 
 from .. import FLYDSL_VERSION as EXPECTED_FLYDSL  # noqa: F401  (every store must be built with it)
-from .. import __version__, targets
+
 from ..formats import env
 from ..formats.env import EnvError  # noqa: F401  (what from_env raises)
 
 
-def package_store_dir() -> pathlib.Path:
+def package_dir() -> pathlib.Path:
+    """The package's stores, one per target: `prebuilt/<arch>/`."""
     return pathlib.Path(__file__).resolve().parent.parent / "prebuilt"
 
 
 def default_cache_dir() -> pathlib.Path:
     base = env.value("XDG_CACHE_HOME") or pathlib.Path.home() / ".cache"
-    return pathlib.Path(base) / "flyaot" / __version__ / targets.DEFAULT_TARGET
+    return pathlib.Path(base) / "flyaot"
 
 
 @dataclass(frozen=True)
 class Config:
-    package_store: pathlib.Path
+    package_dir: pathlib.Path         # one store per target directory (store.index.target_dirs)
     extra_stores: tuple
-    cache_dir: pathlib.Path
+    cache_dir: pathlib.Path           # the user cache: one store per target, <cache_dir>/<version>/<arch>/
     disable_jit: bool
     record_misses: str
     device: str
@@ -45,7 +46,7 @@ class Config:
                     raise
                 return env.BY_NAME[name].default
         return cls(
-            package_store=package_store_dir(),
+            package_dir=package_dir(),
             extra_stores=tuple(pathlib.Path(p) for p in get("FLYAOT_PREBUILT_PATH")),
             cache_dir=pathlib.Path(get("FLYAOT_CACHE_DIR") or default_cache_dir()),
             disable_jit=get("FLYAOT_DISABLE_JIT"),

@@ -91,7 +91,7 @@ class Runtime:
             # Built from other kernel sources (a checkout whose kernel_defs changed since `make prebuilt`).
             log.warning("flyaot: %s holds %s built from other kernel sources; not using it (rebuild the "
                         "store: `python -m flyaot.build_tools build`)", stale[0].label, spec.key)
-        cached = index.store_of_kind("cache").by_key.get(spec.key)
+        cached = index.cache(spec.target).by_key.get(spec.key)
         recorded = bool(self.config.record_misses) and misses.record(self.config.record_misses, spec)
         reason = self._jit_unavailable(spec, device)
         if reason:
@@ -111,12 +111,14 @@ class Runtime:
 
     def _compile(self, spec: Spec, *, stale_id):
         index = self.index
-        jit.publish(self.config.cache_dir, spec, timeout=self.config.jit_timeout, stale_id=stale_id)
         with self._lock:
-            index.reopen(index.store_of_kind("cache"))
+            root = index.cache(spec.target).root
+        jit.publish(root, spec, timeout=self.config.jit_timeout, stale_id=stale_id)
+        with self._lock:
+            index.reopen(index.cache(spec.target))
         hit = index.lookup(spec.key, current_id(spec))
         if hit is None:
-            raise JitError(f"flyaot: {spec.key} was compiled into {self.config.cache_dir} but is not in its manifest")
+            raise JitError(f"flyaot: {spec.key} was compiled into {root} but is not in its manifest")
         return hit
 
     def find_loaded(self, driver, spec: Spec, device: int) -> loader.Loaded:

@@ -1,7 +1,8 @@
 """flyaot's store protocol in one place: a leaf above `formats` (imports only formats and targets).
 
-A store is a directory: `manifest.json` (formats.manifest's schema) naming `<target>/<id>.co` code
-objects of one target of the target table.
+A store is a directory of one target: `manifest.json` (formats.manifest's schema) beside the `<id>.co`
+code objects it names; the package keeps one per target directory (`prebuilt/<arch>/`), the user
+cache one per device target (`<cache>/<version>/<arch>/`).
 
   index    read: open and check a store, the precedence list of store locations, the index over them
   verify   the one checker (bounded read, hash, code object metadata) the loader and both CLIs use

@@ -1,5 +1,5 @@
 """The only ways a store touches a file: a bounded read of a regular file, an atomic durable write, and
-names built from an entry's id and a known target (never a path taken from a manifest).
+names built from an entry's id (never a path taken from a manifest).
 """
 import os
 import pathlib
@@ -75,7 +75,7 @@ def atomic_write(path: pathlib.Path, data: bytes) -> None:
 
 
 def plain_target(target) -> str:
-    """`target` if it is a plain architecture name (a store's only directory). Readers accept any such
+    """`target` if it is a plain architecture name (its stores' directory name). Readers accept any such
     name, since a CUDA driver serves sm_* stores; writers demand a row of the target table."""
     if not isinstance(target, str) or not ARCH.fullmatch(target):
         raise StoreError(f"target {target!r} is not an architecture name")
@@ -94,8 +94,8 @@ def table_target(target) -> str:
     return target
 
 
-def entry_file(target: str, sid: str) -> str:
-    """The one relative path an entry's code object may have: <target>/<id>.co."""
+def entry_file(sid: str) -> str:
+    """The one relative path an entry's code object may have: <id>.co, beside the manifest."""
     if not isinstance(sid, str) or not SPEC_ID.fullmatch(sid):
         raise StoreError(f"spec id {sid!r} is not a plain name")
-    return f"{plain_target(target)}/{sid}.co"
+    return f"{sid}.co"

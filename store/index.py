@@ -1,6 +1,9 @@
 """Reading stores: one opened store, the precedence list of store locations, and the index over them.
 
-A store is `<root>/manifest.json` plus `<root>/<target>/<id>.co`. It is checked when it is opened:
+A store is a directory of one target: `<root>/manifest.json` plus `<root>/<id>.co`. The package keeps
+one store per target (`<package dir>/<arch>/`), the user cache one per device target
+(`<cache>/<version>/<arch>/`, `cache_store`); an extra store or an add-on pack is one such directory.
+It is checked when it is opened:
 a bounded read, the manifest schema (`formats.manifest.validate`: types, required and unknown fields,
 no repeated JSON key, one entry per spec key, every entry's key, file name and slot table), the flyaot
 version and the toolchain fingerprint. A code object's size and sha256 are checked when it is first read.
@@ -126,13 +129,41 @@ def installed_packs() -> list:
     return roots
 
 
+def target_dirs(home) -> list:
+    """The store directories of a folder that keeps one per target: its subfolders named as targets."""
+    home = pathlib.Path(home)
+    if not home.is_dir():
+        return []
+    return sorted(d for d in home.iterdir() if d.is_dir() and mf.ARCH.fullmatch(d.name) and not d.name.startswith("_"))
+
+
+def cache_store(cache_dir, target: str) -> pathlib.Path:
+    """The user cache store of one target: `<cache>/<version>/<arch>/`."""
+    return pathlib.Path(cache_dir) / __version__ / files.plain_target(target)
+
+
 def locations(config) -> list:
-    """Stores in precedence order, as data: the package store, FLYAOT_PREBUILT_PATH entries, installed
-    add-on packs, the user cache. The first store holding a key serves it."""
-    return ([Location("package", pathlib.Path(config.package_store), True)]
+    """Stores in precedence order, as data: the package's store of each target, FLYAOT_PREBUILT_PATH
+    entries, installed add-on packs, the user cache store of each target. The first store holding a key
+    serves it."""
+    return ([Location("package", d, True) for d in target_dirs(config.package_dir)]
             + [Location("extra", pathlib.Path(p), True) for p in config.extra_stores]
             + [Location("pack", p, True) for p in installed_packs()]
-            + [Location("cache", pathlib.Path(config.cache_dir), False)])
+            + [Location("cache", d, False) for d in target_dirs(pathlib.Path(config.cache_dir) / __version__)])
+
+
+def old_cache_layout(cache_dir) -> str:
+    """Why `cache_dir` holds a user cache of the schema-1 layout (one store at its root), or ''."""
+    path = pathlib.Path(cache_dir) / mf.MANIFEST_NAME
+    try:
+        old = mf.parse(files.read_capped(path, files.MANIFEST_CAP, "manifest"), origin=str(path), check=False)
+    except (StoreError, mf.ManifestError):
+        return ""                      # none, or no flyaot manifest: nothing of flyaot's there
+    if not isinstance(old, dict) or old.get("schema") != 1:
+        return ""
+    return (f"user cache {cache_dir} has the layout before per-target caches (a manifest at its root); "
+            f"flyaot now keeps one per target in {pathlib.Path(cache_dir) / __version__}/<arch>/ and leaves "
+            "this one unread: `python -m flyaot clear-cache` empties it")
 
 
 def open_location(loc: Location) -> Store:
@@ -147,13 +178,18 @@ class Index:
     the package store, and a package store without its manifest is never silently empty.
     """
 
-    def __init__(self, stores: list, refused=()):
+    def __init__(self, stores: list, refused=(), cache_dir=None):
         self.stores = list(stores)
         self.refused = list(refused)
+        self.cache_dir = cache_dir
 
     @classmethod
     def open(cls, config) -> "Index":
         stores, refused = [], []
+        old = old_cache_layout(config.cache_dir)
+        if old:
+            log.warning("flyaot: %s", old)
+            refused.append((Location("cache", pathlib.Path(config.cache_dir), False), old))
         for loc in locations(config):
             try:
                 stores.append(open_location(loc))
@@ -163,7 +199,17 @@ class Index:
                 refused.append((loc, str(e)))
                 if loc.kind in ("package", "cache"):      # kept as empty places: the cache takes JIT products
                     stores.append(Store.empty(loc.root, loc.kind))
-        return cls(stores, refused)
+        return cls(stores, refused, config.cache_dir)
+
+    def cache(self, target: str) -> Store:
+        """The user cache store of `target` (an empty one where none exists yet: the JIT creates it)."""
+        root = cache_store(self.cache_dir, target)
+        for s in self.stores:
+            if s.kind == "cache" and s.root == root:
+                return s
+        store = Store.empty(root, "cache")
+        self.stores.append(store)
+        return store
 
     def lookup(self, key: str, sid: str = None):
         """(store, spec id, entry) of the first store holding `key` (built as content id `sid` if given)."""
@@ -181,9 +227,6 @@ class Index:
         except StoreError as e:
             log.warning("flyaot: %s; ignoring the store", e)
             self.stores[i] = Store.empty(store.root, store.kind)
-
-    def store_of_kind(self, kind: str) -> Store:
-        return next(s for s in self.stores if s.kind == kind)
 
     def entries(self):
         """Every (store, spec id, entry), shadowed duplicates included, in precedence order."""

@@ -2,7 +2,8 @@
 
 Every file goes through `files.atomic_write` (temp file, fsync, rename, directory fsync), code objects
 before the manifest that names them, so a reader or a crash never sees a manifest naming a missing or
-partial file. Paths come from the entry id and a target of the target table, never from a manifest.
+partial file. Paths come from the entry id, never from a manifest; a store holds one target, a row of
+the target table.
 
 The user cache is the one store the JIT writes and `clear-cache` empties, in whatever folder
 FLYAOT_CACHE_DIR names, so it carries a marker file (`CACHE_MARKER`), written when flyaot creates the
@@ -13,7 +14,7 @@ Adding one entry (safe for many threads and processes):
   0. Claim the folder: the marker, if the folder is new, empty or a flyaot store already.
   1. flock locks/<key hash>.lock: one producer per spec; the others wait (bounded), then find it.
   2. Re-read the manifest; if the spec is there now (and is not the entry being replaced), stop.
-  3. Produce the code object; write <target>/<id>.co.
+  3. Produce the code object; write <id>.co.
   4. Under flock locks/manifest.lock, re-read the manifest, put the entry in, write it.
 """
 import hashlib
@@ -60,25 +61,52 @@ def _same_file(path: pathlib.Path, sha256: str) -> bool:
 
 def write_store(out_dir, manifest: dict, blobs: dict) -> None:
     """Make `out_dir` hold exactly the manifest's code objects; blobs maps spec id -> bytes. Each file
-    name is derived from the entry's id and the manifest's target, which must be a table target."""
+    name is derived from the entry's id; the manifest's target must be a table target."""
     out = _out_dir(out_dir)
     _check(out, manifest)         # before any file is written
-    target = files.table_target(manifest["target"])
+    files.table_target(manifest["target"])
     wanted = set()
     for sid, entry in manifest["specs"].items():
-        path = out / files.entry_file(target, sid)
+        path = out / files.entry_file(sid)
         wanted.add(path.name)
         if not _same_file(path, entry["sha256"]):
             files.atomic_write(path, blobs[sid])
     write_manifest(out, manifest)
     # Only once the new manifest is in place: an interrupted write never names a missing file.
-    for stale in (out / target).glob("*.co"):
+    for stale in out.glob("*.co"):
         if stale.name not in wanted and (stale.is_file() or stale.is_symlink()):
             stale.unlink()
 
 
+def relayout(root) -> pathlib.Path:
+    """Turn a store of the schema-1 layout (root/manifest.json naming root/<arch>/<id>.co) into the store
+    root/<arch>/ of schema 2: the same code objects, ids and entries, the manifest beside them. Returns
+    the new store's directory; every code object is checked against its entry first."""
+    root = pathlib.Path(root)
+    path = root / mf.MANIFEST_NAME
+    try:
+        old = mf.parse(files.read_capped(path, files.MANIFEST_CAP, "manifest"), origin=str(path), check=False)
+    except mf.ManifestError as e:
+        raise StoreError(str(e)) from None
+    if not isinstance(old, dict) or old.get("schema") != 1 or not isinstance(old.get("specs"), dict):
+        raise StoreError(f"{path} is not a manifest of the schema-1 layout; nothing changed")
+    target = files.table_target(old.get("target"))
+    new = dict(old, schema=mf.SCHEMA_VERSION,
+               specs={sid: dict(e, file=files.entry_file(sid)) for sid, e in old["specs"].items()})
+    _check(root / target, new)
+    blobs = {}
+    for sid, e in new["specs"].items():
+        co = root / target / files.entry_file(sid)
+        blobs[sid] = files.read_capped(co, files.CODE_OBJECT_CAP, "code object")
+        if mf.sha256_hex(blobs[sid]) != e["sha256"]:
+            raise StoreError(f"{co} does not match its manifest entry ({e['key']}); nothing changed")
+    write_store(root / target, new, blobs)
+    path.unlink()
+    return root / target
+
+
 CACHE_MARKER = ".flyaot-cache"
-_MARKER_TEXT = (b"flyaot user cache: manifest.json, <target>/*.co and locks/ here are flyaot's "
+_MARKER_TEXT = (b"flyaot user cache: manifest.json, *.co and locks/ here are flyaot's "
                 b"(`python -m flyaot clear-cache` empties it)\n")
 
 
@@ -110,8 +138,9 @@ def claim_cache(root) -> None:
 
 
 def clear_cache(root, *, timeout: float) -> int:
-    """Delete the user cache's manifest, code objects and temp files (lock files stay: see lock.py); the
-    number of files removed. Only a folder with the cache marker is touched (StoreError otherwise)."""
+    """Delete the user cache store's manifest, code objects and temp files (lock files stay: see lock.py);
+    the number of files removed. Only a folder with the cache marker is touched (StoreError otherwise).
+    A cache of the schema-1 layout (code objects in <target>/ below the manifest) is emptied alike."""
     root = pathlib.Path(root)
     if not root.is_dir():
         raise StoreError(f"the user cache {root} (FLYAOT_CACHE_DIR) is not a directory; nothing deleted")
@@ -124,7 +153,7 @@ def clear_cache(root, *, timeout: float) -> int:
     with lock.exclusive(str(root / "locks" / "manifest.lock"), timeout=timeout, what="updating the manifest"):
         targets = [d for d in root.iterdir() if d.is_dir() and not d.is_symlink() and mf.ARCH.fullmatch(d.name)
                    and d.name != "locks"]
-        for path in [root / mf.MANIFEST_NAME, *root.glob(".*.tmp"),
+        for path in [root / mf.MANIFEST_NAME, *root.glob(".*.tmp"), *root.glob("*.co"),
                      *(p for d in targets for p in [*d.glob("*.co"), *d.glob(".*.tmp")])]:
             if path.is_file() or path.is_symlink():
                 path.unlink()
@@ -173,8 +202,8 @@ def _add_entry(root, spec, produce, *, timeout, toolchain, stale_id) -> bool:
         if entry.get("key") != spec.key or not isinstance(sid, str) or not files.SPEC_ID.fullmatch(sid):
             raise StoreError(f"flyaot: the entry produced for {spec.key} is for {entry.get('key')!r} "
                              f"with id {sid!r}")
-        rel = files.entry_file(target, sid)
-        for stale in (root / target).glob(f".{sid}.co.*.tmp"):
+        rel = files.entry_file(sid)
+        for stale in root.glob(f".{sid}.co.*.tmp"):
             stale.unlink()        # left by a producer that died mid-write; we hold this spec's lock
         entry = dict(entry, file=rel, size=len(code_object), sha256=mf.sha256_hex(code_object))
         files.atomic_write(root / rel, code_object)

@@ -13,7 +13,7 @@ from .common import plain
 _L = np.arange(LANES)
 
 
-def _off(ins, key="offset") -> int:
+def imm_offset(ins, key="offset") -> int:
     return int(ins.mods.get(key, 0))
 
 
@@ -65,7 +65,7 @@ _WRITE = {"b8": (1, None), "b16": (2, None), "b32": (4, None), "b64": (8, None),
           "b96": (12, None), "b128": (16, None), "b8_d16_hi": (1, "hi"), "b16_d16_hi": (2, "hi")}
 
 
-def _vaddr(w, ins, op_index=0):
+def vaddr(w, ins, op_index=0):
     return w.read(ins.src[op_index], 1)[0].astype(np.int64)
 
 
@@ -78,7 +78,7 @@ def _wrap(addr: np.ndarray) -> np.ndarray:
 def _ds_read(w, ins):
     nbytes, sext, d16 = _READ[ins.op[len("ds_read_"):]]
     m = w.exec
-    addr = (_vaddr(w, ins) + _off(ins))[m]
+    addr = (vaddr(w, ins) + imm_offset(ins))[m]
     raw = _lds_load(w, ins, addr, nbytes)
     dst = ins.dst[0]
     if nbytes >= 4:
@@ -110,7 +110,7 @@ def _data_bytes(w, op, nbytes, m, d16=None):
 def _ds_write(w, ins):
     nbytes, d16 = _WRITE[ins.op[len("ds_write_"):]]
     m = w.exec
-    addr = (_vaddr(w, ins) + _off(ins))[m]
+    addr = (vaddr(w, ins) + imm_offset(ins))[m]
     lds_store(w, ins, addr, _data_bytes(w, ins.src[1], nbytes, m, d16))
 
 
@@ -127,7 +127,7 @@ def _fast_ds(ins):
     if a.kind != "vgpr" or a.count != 1 or v.kind not in ("vgpr", "agpr") or v.count != ndw or \
             not plain(ins, allowed=("offset",)):
         return None
-    off, ai, vi, agpr = np.uint32(_off(ins)), a.index, v.index, v.kind == "agpr"
+    off, ai, vi, agpr = np.uint32(imm_offset(ins)), a.index, v.index, v.kind == "agpr"
     general = _ds_read if is_read else _ds_write
     span = np.arange(ndw)[:, None]
 
@@ -150,7 +150,7 @@ def _fast_ds(ins):
     return run
 
 
-def _pair_scale(op: str) -> tuple[int, int]:
+def pair_scale(op: str) -> tuple[int, int]:
     """(element bytes, offset unit) for ds_read2*/ds_write2*."""
     nb = 8 if op.endswith("b64") else 4
     return nb, nb * (64 if "st64" in op else 1)
@@ -158,10 +158,10 @@ def _pair_scale(op: str) -> tuple[int, int]:
 
 @handles("ds_read2_b32", "ds_read2_b64", "ds_read2st64_b32", "ds_read2st64_b64")
 def _ds_read2(w, ins):
-    nb, unit = _pair_scale(ins.op)
+    nb, unit = pair_scale(ins.op)
     m = w.exec
-    base = _vaddr(w, ins)[m]
-    parts = [_lds_load(w, ins, base + _off(ins, k) * unit, nb) for k in ("offset0", "offset1")]
+    base = vaddr(w, ins)[m]
+    parts = [_lds_load(w, ins, base + imm_offset(ins, k) * unit, nb) for k in ("offset0", "offset1")]
     full = np.zeros((LANES, 2 * nb // 4), dtype=np.uint32)
     full[m] = np.concatenate(parts, axis=1).view(np.uint32)
     w.write(ins.dst[0], full.T, m)
@@ -169,11 +169,11 @@ def _ds_read2(w, ins):
 
 @handles("ds_write2_b32", "ds_write2_b64", "ds_write2st64_b32", "ds_write2st64_b64")
 def _ds_write2(w, ins):
-    nb, unit = _pair_scale(ins.op)
+    nb, unit = pair_scale(ins.op)
     m = w.exec
-    base = _vaddr(w, ins)[m]
+    base = vaddr(w, ins)[m]
     for k, key in ((1, "offset0"), (2, "offset1")):
-        lds_store(w, ins, base + _off(ins, key) * unit, _data_bytes(w, ins.src[k], nb, m))
+        lds_store(w, ins, base + imm_offset(ins, key) * unit, _data_bytes(w, ins.src[k], nb, m))
 
 
 # ---- LDS atomics (lane order) ----
@@ -190,7 +190,7 @@ def _ds_atomic(w, ins):
     fn = _ATOM[name]
     dt = np.float32 if name.endswith("f32") else np.int32 if name.endswith("i32") else np.uint32
     m = w.exec
-    addr = _wrap(_vaddr(w, ins) + _off(ins))[m]
+    addr = _wrap(vaddr(w, ins) + imm_offset(ins))[m]
     _check(w, ins, addr, 4)
     if w.watch is not None:
         w.watch.lds(w, "a", addr, 4)
@@ -225,7 +225,7 @@ for _n in _ATOM:
 def _bpermute(w, ins):
     """dst[lane] = data[src lane], src lane = ((addr + offset) / 4) mod 64; inactive sources read 0."""
     m = w.exec
-    src_lane = ((_vaddr(w, ins) + _off(ins)) >> 2) & (LANES - 1)
+    src_lane = ((vaddr(w, ins) + imm_offset(ins)) >> 2) & (LANES - 1)
     data = np.where(m, w.read(ins.src[1], 1)[0], np.uint32(0))
     w.write(ins.dst[0], data[src_lane][None], m)
 
@@ -235,7 +235,7 @@ def _permute(w, ins):
     """Forward permute: active lane i writes its data to lane ((addr + offset) / 4) mod 64
     (highest lane wins on collision); each active lane then reads its slot (0 if unwritten)."""
     m = w.exec
-    dst_lane = (((_vaddr(w, ins) + _off(ins)) >> 2) & (LANES - 1))[m]
+    dst_lane = (((vaddr(w, ins) + imm_offset(ins)) >> 2) & (LANES - 1))[m]
     tmp = np.zeros(LANES, dtype=np.uint32)
     tmp[dst_lane] = w.read(ins.src[1], 1)[0][m]
     w.write(ins.dst[0], tmp[None], m)
@@ -254,7 +254,7 @@ def _swizzle_src(offset: int) -> np.ndarray:
 
 @handles("ds_swizzle_b32")
 def _swizzle(w, ins):
-    off = _off(ins)
+    off = imm_offset(ins)
     src = _SWZ_CACHE.get(off)
     if src is None:
         src = _SWZ_CACHE[off] = _swizzle_src(off)

@@ -29,9 +29,17 @@ def _write(w, ins, vals):
     w.sgpr[d.index:d.index + vals.shape[0]] = vals
 
 
+def scalar_addr(w, ins) -> int:
+    """The address of the first dword a scalar load reads (the timing tracer asks it too)."""
+    if ins.op.startswith("s_buffer_load"):
+        d = w.read_scalar(ins.src[0], 2)
+        return (int(d[0]) | ((int(d[1]) & 0xFFFF) << 32)) + (_offset(w, ins) & ~3)
+    return (s64(w, ins.src[0]) + _offset(w, ins)) & ~3 & 0xFFFFFFFFFFFFFFFF
+
+
 def _s_load(w, ins):
     ndw = _NDW[ins.op.rsplit("_", 1)[1]]
-    addr = (s64(w, ins.src[0]) + _offset(w, ins)) & ~3 & 0xFFFFFFFFFFFFFFFF
+    addr = scalar_addr(w, ins)
     _write(w, ins, w.mem.load_scalar(addr, ndw, what=f"{ins.op} at 0x{ins.addr:x}"))
     w.counters.global_bytes_read += 4 * ndw
 

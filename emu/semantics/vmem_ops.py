@@ -94,7 +94,7 @@ def _vsharp(w, op):
     return base, stride, num_records
 
 
-def _buffer_operands(ins, is_store: bool):
+def buffer_operands(ins, is_store: bool):
     """(vdata op or None, [vaddr ops], srsrc op, soffset op)."""
     srcs = list(ins.src)
     vdata = srcs.pop(0) if is_store else None
@@ -106,7 +106,7 @@ def _buffer_operands(ins, is_store: bool):
     return vdata, vaddr, srcs[k], soff
 
 
-def _buffer_addr(w, ins, vaddr, srsrc, soff, comp_offsets, csize):
+def buffer_addr(w, ins, vaddr, srsrc, soff, comp_offsets, csize):
     """(addresses uint64 [64, ncomp], in-range bool [64, ncomp])."""
     mods = ins.mods
     base, stride, num_records = _vsharp(w, srsrc)
@@ -141,10 +141,10 @@ def _buffer_load(w, ins):
     to_lds = bool(ins.mods.get("lds"))
     if to_lds and nbytes not in _LDS_DMA_STRIDE:
         raise EmuError(f"{ins.op} with lds (load to LDS) is not implemented for {nbytes}-byte loads")
-    _, vaddr, srsrc, soff = _buffer_operands(ins, False)
+    _, vaddr, srsrc, soff = buffer_operands(ins, False)
     comp = [0, 4, 8, 12][:nbytes // 4] if nbytes >= 4 else [0]
     csize = 4 if nbytes >= 4 else nbytes
-    base, addr, inrange = _buffer_addr(w, ins, vaddr, srsrc, soff, comp, csize)
+    base, addr, inrange = buffer_addr(w, ins, vaddr, srsrc, soff, comp, csize)
     active = w.exec[:, None] & inrange
     raw = np.zeros((LANES, len(comp), csize), dtype=np.uint8)
     if active.any():
@@ -163,10 +163,10 @@ def _buffer_load(w, ins):
 
 def _buffer_store(w, ins):
     nbytes, _, d16 = _WIDTH[_suffix(ins.op)]
-    vdata, vaddr, srsrc, soff = _buffer_operands(ins, True)
+    vdata, vaddr, srsrc, soff = buffer_operands(ins, True)
     comp = [0, 4, 8, 12][:nbytes // 4] if nbytes >= 4 else [0]
     csize = 4 if nbytes >= 4 else nbytes
-    base, addr, inrange = _buffer_addr(w, ins, vaddr, srsrc, soff, comp, csize)
+    base, addr, inrange = buffer_addr(w, ins, vaddr, srsrc, soff, comp, csize)
     active = w.exec[:, None] & inrange
     if not active.any():
         return
@@ -192,7 +192,7 @@ def _fast_buffer(ins):
             not plain(ins, allowed=("offset", "offen", "lds", "sc0", "sc1", "nt", "glc", "slc")):
         return None
     try:
-        vdata, vaddr, srsrc, soff = _buffer_operands(ins, is_store)
+        vdata, vaddr, srsrc, soff = buffer_operands(ins, is_store)
     except EmuError:
         return None
     offen = bool(ins.mods.get("offen"))
@@ -298,7 +298,7 @@ for _s in _WIDTH:
 
 
 # ---------------- global / flat ----------------
-def _global_addr(w, ins, vaddr_op, saddr_op):
+def global_addr(w, ins, vaddr_op, saddr_op):
     off = np.int64(int(ins.mods.get("offset", 0)))
     if saddr_op is not None and saddr_op.kind == "sgpr":
         base = int(w.sgpr[saddr_op.index]) | (int(w.sgpr[saddr_op.index + 1]) << 32)
@@ -309,7 +309,7 @@ def _global_addr(w, ins, vaddr_op, saddr_op):
     return (a.view(np.int64) + off).view(U64)
 
 
-def _global_operands(ins, is_store: bool):
+def global_operands(ins, is_store: bool):
     srcs = list(ins.src)
     vaddr = srcs.pop(0)
     vdata = srcs.pop(0) if is_store else None
@@ -321,8 +321,8 @@ def _global_operands(ins, is_store: bool):
 
 def _global_load(w, ins):
     nbytes, sext, d16 = _WIDTH[_suffix(ins.op)]
-    vaddr, _, saddr = _global_operands(ins, False)
-    addr = _global_addr(w, ins, vaddr, saddr)
+    vaddr, _, saddr = global_operands(ins, False)
+    addr = global_addr(w, ins, vaddr, saddr)
     m = w.exec
     raw = np.zeros((LANES, nbytes), dtype=np.uint8)
     if m.any():
@@ -338,11 +338,11 @@ def _global_load(w, ins):
 
 def _global_store(w, ins):
     nbytes, _, d16 = _WIDTH[_suffix(ins.op)]
-    vaddr, vdata, saddr = _global_operands(ins, True)
+    vaddr, vdata, saddr = global_operands(ins, True)
     m = w.exec
     if not m.any():
         return
-    addr = _global_addr(w, ins, vaddr, saddr)
+    addr = global_addr(w, ins, vaddr, saddr)
     data = _store_bytes(w, vdata, nbytes, d16)
     w.mem.store(addr[m], data[m], what=f"{ins.op} at 0x{ins.addr:x}")
     w.counters.global_bytes_written += int(m.sum()) * nbytes
@@ -457,7 +457,7 @@ def _atomic(w, ins):
     m = w.exec
     if not m.any():
         return
-    addr = _global_addr(w, ins, vaddr, saddr)[m]
+    addr = global_addr(w, ins, vaddr, saddr)[m]
     ndw = data_op.count
     data = np.ascontiguousarray(w.read(data_op, ndw).T).view(np.uint8)[m]
     old = w.mem.atomic(addr, nb, lambda o, lane: _atomic_apply(kind, o, data[lane]),

@@ -90,8 +90,10 @@ def time_launch(launch, *, samples: int = 16, rounds: int = 2, functional: bool 
     """
     grid = launch.grid
     ids = sample_ids(grid, samples)
+    if launch.probe is not None:
+        raise ValueError("time_launch: the launch already has a probe (the tracer is one)")
     tracer = Tracer(launch.prep, set(ids))
-    launch.observer = tracer
+    launch.probe = tracer
     try:
         if functional:
             launch.run()
@@ -99,7 +101,7 @@ def time_launch(launch, *, samples: int = 16, rounds: int = 2, functional: bool 
             for wg in ids:
                 launch.run_workgroup(wg)
     finally:
-        launch.observer = None
+        launch.probe = None
     launch.timing_trace = (tracer, ids)      # lets a caller re-model the same run with other Params
     return model(launch.prep, grid, launch.nwaves, tracer, ids, rounds=rounds, params=params)
 

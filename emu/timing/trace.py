@@ -1,20 +1,20 @@
 """Recording what each wave executes, for the timing model to replay.
 
-The functional emulator runs unchanged; a traced workgroup runs its waves through `run_wave_traced`,
-which appends every executed instruction's index to the wave's trace and, for memory instructions,
-what the timing of that access depends on (read from the operands before the instruction runs):
+A Tracer is the launch's probe (machine.Launch.probe): the interpreter's own loop runs every traced
+workgroup and calls `before` ahead of each instruction, which appends the instruction's index to the
+wave's trace and, for memory instructions, what the timing of that access depends on (read from the
+operands before the instruction runs, through the memory handlers' own address functions):
 - vector memory: bytes moved, distinct cache lines, and how many of those lines this launch had not
   touched before (they come from HBM; a line touched again is served by the caches);
 - LDS: the pipe cycles the access takes, bank conflicts included;
 - scalar memory: whether its line is new.
-Nothing here writes wave state, so traced and untraced runs compute the same results.
+Nothing here writes wave state, so traced and untraced runs compute the same results; workgroups
+outside the sample run the plain loop.
 """
 import numpy as np
 
 from .. import isa
-from ..machine import _located, run_wave
-from ..semantics.salu_ops import WaveYield
-from ..wave import EmuError, LANES
+from ..semantics import lds_ops, smem_ops, vmem_ops
 from . import static
 
 T = isa.load(isa.ARCH).timing
@@ -34,16 +34,29 @@ class Tracer:
         self.read_allocs: dict = {}     # base address -> bytes of each allocation vector loads read
         self.workgroups: dict = {}      # wg id -> [trace per wave]
         self.probes = [self._probe_for(i, o) for i, o in zip(prep.instrs, self.ops)]
+        self._traces: list = []         # the running workgroup's traces
 
-    # ----- hook used by machine.Launch.run_workgroup -----
+    # ----- the probe protocol of machine.Launch -----
+    watches = False                     # the address functions suffice: memory handlers stay fast
+
     def workgroup(self, wg_id, waves):
         if self.traced is not None and tuple(wg_id) not in self.traced:
-            return run_wave
-        traces = self.workgroups[tuple(wg_id)] = [[] for _ in waves]
+            return False
+        self._traces = self.workgroups[tuple(wg_id)] = [[] for _ in waves]
+        return True
 
-        def runner(prep, w, counts):
-            run_wave_traced(prep, w, counts, traces[w.wave_id], self.probes)
-        return runner
+    def before(self, w, k, ins):
+        p = self.probes[k]
+        self._traces[w.wave_id].append(k if p is None else (k, p(w, ins)))
+
+    def after(self, w, k, ins):
+        pass
+
+    def released(self, waves):
+        pass
+
+    def finish(self):
+        pass
 
     # ----- probes -----
     def _probe_for(self, ins, op):
@@ -66,10 +79,16 @@ class Tracer:
 
     def _vmem_probe(self, ins, op):
         nb = op.nbytes
-        addr_of = _buffer_addr if ins.enc in ("MUBUF", "MTBUF") else _global_addr
-        srcs = list(ins.src)
-        if ins.enc in ("MUBUF", "MTBUF") and op.store:
-            srcs = srcs[1:]
+        if ins.enc in ("MUBUF", "MTBUF"):
+            def addr_of(w):
+                _, vaddr, srsrc, soff = vmem_ops.buffer_operands(ins, op.store)
+                base, a, inside = vmem_ops.buffer_addr(w, ins, vaddr, srsrc, soff, (0,), 1)
+                # out-of-range lanes move no data; park them on one line so they cost at most one
+                return np.where(inside[:, 0], a[:, 0], U64(base))
+        else:
+            def addr_of(w):
+                vaddr, _, saddr = vmem_ops.global_operands(ins, op.store)
+                return vmem_ops.global_addr(w, ins, vaddr, saddr)
 
         def probe(w, ins):
             m = w.exec
@@ -77,7 +96,7 @@ class Tracer:
             if n == 0:
                 return (0, 0, 0)
             try:
-                a = addr_of(w, ins, srcs, op.store)[m]
+                a = addr_of(w)[m]
             except Exception:           # an address the model cannot form: count bytes only
                 return (n * nb, -(-n * nb // T.CACHE_LINE_BYTES), 0)
             lines = np.unique(np.concatenate([a >> _LINE_SHIFT, (a + U64(nb - 1)) >> _LINE_SHIFT]))
@@ -96,33 +115,27 @@ class Tracer:
         if name in ("ds_bpermute_b32", "ds_permute_b32", "ds_swizzle_b32", "ds_nop") or not ins.src:
             return lambda w, ins: T.LDS_MIN_CYCLES
         if name.startswith(("ds_read2", "ds_write2")):
-            nb = 8 if name.endswith("b64") else 4
-            unit = nb * (64 if "st64" in name else 1)
-            offs = (int(ins.mods.get("offset0", 0)) * unit, int(ins.mods.get("offset1", 0)) * unit)
+            nb, unit = lds_ops.pair_scale(name)
+            offs = (lds_ops.imm_offset(ins, "offset0") * unit, lds_ops.imm_offset(ins, "offset1") * unit)
         else:
             nb = op.nbytes
-            offs = (int(ins.mods.get("offset", 0)),)
+            offs = (lds_ops.imm_offset(ins),)
 
         def probe(w, ins):
             m = w.exec
             if not m.any():
                 return 1
-            base = w.read(ins.src[0], 1)[0].astype(np.int64)[m]
+            base = lds_ops.vaddr(w, ins)[m]
             return sum(lds_cycles(base + o, nb) for o in offs)
         return probe
 
     def _smem_probe(self, ins):
         def probe(w, ins):
             try:
-                base = int(w.read_u64(ins.src[0]))
-                off = ins.src[1] if len(ins.src) > 1 else None
-                if off is not None and off.kind in ("const", "literal"):
-                    base += off.value
-                elif off is not None and off.kind == "sgpr":
-                    base += int(w.sgpr[off.index])
+                addr = smem_ops.scalar_addr(w, ins)
             except Exception:
                 return 0
-            return self._new_lines([base >> 7])
+            return self._new_lines([addr >> int(_LINE_SHIFT)])
         return probe
 
 
@@ -137,72 +150,3 @@ def lds_cycles(addr: np.ndarray, nbytes: int) -> int:
         grp = np.unique(words[g:g + per_clk].reshape(-1))
         total += int(np.bincount(grp % T.LDS_BANKS, minlength=1).max())
     return max(total, 1)
-
-
-def _global_addr(w, ins, srcs, is_store):
-    vaddr = srcs[0]
-    rest = srcs[2:] if is_store else srcs[1:]
-    saddr = rest[0] if rest and rest[0].kind == "sgpr" else None
-    off = int(ins.mods.get("offset", 0))
-    if saddr is not None:
-        base = int(w.sgpr[saddr.index]) | (int(w.sgpr[saddr.index + 1]) << 32)
-        a = w.read(vaddr, 1)[0].astype(U64) + U64(base)
-    else:
-        v = w.read(vaddr, 2)
-        a = v[0].astype(U64) | (v[1].astype(U64) << U64(32))
-    return (a.view(np.int64) + off).view(U64)
-
-
-def _buffer_addr(w, ins, srcs, is_store):
-    k = next(i for i, o in enumerate(srcs) if o.kind == "sgpr" and o.count == 4)
-    d = w.sgpr[srcs[k].index:srcs[k].index + 4]
-    base = int(d[0]) | ((int(d[1]) & 0xFFFF) << 32)
-    stride = (int(d[1]) >> 16) & 0x3FFF
-    soff = srcs[k + 1] if k + 1 < len(srcs) else None
-    so = 0
-    if soff is not None:
-        so = int(w.sgpr[soff.index]) if soff.kind == "sgpr" else (soff.value if soff.kind in
-                                                                   ("const", "literal") else 0)
-    num_records = int(d[2])
-    regs = [w.read(o)[j] for o in srcs[:k] if o.kind == "vgpr" for j in range(o.count)]
-    rel = np.full(LANES, int(ins.mods.get("offset", 0)), dtype=U64)
-    idxen, offen = bool(ins.mods.get("idxen")), bool(ins.mods.get("offen"))
-    if offen and regs:
-        rel = rel + regs[1 if idxen else 0].astype(U64)
-    if idxen and regs:
-        inside = regs[0].astype(U64) < U64(num_records)
-        rel = rel + regs[0].astype(U64) * U64(stride)
-    else:
-        inside = rel < U64(num_records)
-    # out-of-range lanes move no data; park them on one line so they cost at most one
-    return np.where(inside, rel + U64(base + so), U64(base))
-
-
-def run_wave_traced(prep, w, counts, trace, probes) -> None:
-    """machine.run_wave, also recording each executed instruction (and its probe's result)."""
-    instrs, handlers, nxt, index = prep.instrs, prep.handlers, prep.next_pc, prep.index
-    try:
-        i = index[w.pc]
-    except KeyError:
-        raise EmuError(f"{prep.program.name}: jump to 0x{w.pc:x}, not an instruction start") from None
-    ins = None
-    append = trace.append
-    try:
-        while True:
-            ins = instrs[i]
-            n = nxt[i]
-            w.pc = n
-            counts[i] += 1
-            p = probes[i]
-            append(i if p is None else (i, p(w, ins)))
-            handlers[i](w, ins)
-            if w.pc == n:
-                i += 1
-            else:
-                i = index[w.pc]
-    except WaveYield:
-        return
-    except Exception as e:
-        if isinstance(e, IndexError) and i >= len(instrs):
-            raise EmuError(f"{prep.program.name}: execution ran past the end of the kernel") from e
-        raise _located(prep, ins, e) from e

@@ -13,7 +13,7 @@ from flyaot.build_tools.flydsl_compile import KernelBuild
 from flyaot.formats.manifest import SLOT_CTYPES, Spec
 from flyaot.kernel_defs import registry
 
-PACKAGE_MANIFEST = pathlib.Path(__file__).resolve().parents[2] / "prebuilt" / "manifest.json"
+PACKAGE_MANIFEST = pathlib.Path(__file__).resolve().parents[2] / "prebuilt" / targets.DEFAULT_TARGET / "manifest.json"
 
 
 @pytest.mark.parametrize("name", registry.family_names())

@@ -23,7 +23,9 @@ from flyaot.formats import codeobject
 from flyaot.kernel_defs import registry
 from flyaot.formats.manifest import Spec
 from flyaot.runtime import ArchMismatchError, MissingSpecError, drivers
+from flyaot.runtime.config import Config
 from flyaot.runtime.dispatch import Runtime
+from flyaot.store.index import cache_store
 
 DUMMY = targets.GPUTarget(backend="hip", arch="gfx942", warp_size=64, mach=0x4C, lds_bytes=64 * 1024,
                           vgprs=256, agprs=256, sgprs=102, emulated=False, description="test-only row")
@@ -56,7 +58,7 @@ def test_dummy_target_store_builds_with_its_limits_and_is_refused_on_the_emulato
     manifest = json.loads((store / "manifest.json").read_text())
     assert manifest["target"] == DUMMY.arch and len(manifest["specs"]) == 2
     for entry in manifest["specs"].values():
-        assert entry["key"].endswith(f"@{DUMMY.arch}") and entry["file"].startswith(f"{DUMMY.arch}/")
+        assert entry["key"].endswith(f"@{DUMMY.arch}") and entry["file"] == f"{entry['id']}.co"
         co = codeobject.parse((store / entry["file"]).read_bytes())
         assert co.mach == DUMMY.arch and co.e_flags & 0xFF == DUMMY.mach
 
@@ -76,7 +78,7 @@ def test_dummy_target_store_builds_with_its_limits_and_is_refused_on_the_emulato
     rt = Runtime()
     served = Spec.make("probe", {"block": 64, "behavior": "ok"}, DUMMY.arch)
     hit_store, sid, entry = rt.find(served, -1)
-    assert hit_store.root == store and entry["key"] == served.key and entry["file"] == f"{DUMMY.arch}/{sid}.co"
+    assert hit_store.root == store and entry["key"] == served.key and entry["file"] == f"{sid}.co"
     missing = Spec.make("probe", {"block": 64, "behavior": "raise"}, DUMMY.arch)
     with pytest.raises(MissingSpecError) as miss:
         rt.find(missing, -1)
@@ -108,3 +110,33 @@ def test_a_target_of_another_wave_size_is_refused_by_every_shipped_family(name, 
     assert fam.block(params, DUMMY)[0] % 64 == 0
     with pytest.raises(ValueError, match=rf"{name}: .*64-lane waves; target gfx1100 runs 32-lane waves"):
         fam.block(params, wave32)
+
+
+def test_dummy_target_gets_its_own_package_store_and_user_cache(tmp_path, dummy_target, monkeypatch, capsys):
+    # The build's default output is the package's store of the target: <package dir>/gfx942/, beside
+    # (never inside) the default target's.
+    monkeypatch.setattr(cli, "PACKAGE_DIR", tmp_path / "pkg")
+    (tmp_path / "pkg" / targets.DEFAULT_TARGET).mkdir(parents=True)
+    assert cli.main(["build", "--family", "probe", "--target", DUMMY.arch, "--cache", str(tmp_path / "cache"),
+                     "--jobs", "2"]) == 2
+    assert "partial build" in capsys.readouterr().err          # --family never replaces a package store
+    # a full build for gfx942: every family declaring it, here the probe family alone
+    assert cli.main(["build", "--target", DUMMY.arch, "--include-unshipped", "--cache", str(tmp_path / "cache"),
+                     "--jobs", "2"]) == 0, capsys.readouterr().err
+    own = tmp_path / "pkg" / DUMMY.arch
+    assert json.loads((own / "manifest.json").read_text())["target"] == DUMMY.arch
+    assert not list((tmp_path / "pkg" / targets.DEFAULT_TARGET).iterdir())
+    cfg = dataclasses.replace(Config.from_env(), package_dir=tmp_path / "pkg", extra_stores=(),
+                              cache_dir=tmp_path / "user-cache", disable_jit=False, record_misses="")
+    served = Spec.make("probe", {"block": 64, "behavior": "ok"}, DUMMY.arch)
+    store, _, _ = Runtime(cfg).find(served, -1)
+    assert (store.kind, store.root, store.target) == ("package", own, DUMMY.arch)
+
+    # The user cache is one store per device target: a JIT product for gfx942 lands in
+    # <cache>/<version>/gfx942/ (the build cache makes the compile a hit), not in the default target's.
+    monkeypatch.setenv("FLYAOT_BUILD_CACHE", str(tmp_path / "cache"))
+    rt = Runtime(dataclasses.replace(cfg, package_dir=tmp_path / "no-package"))
+    store, sid, entry = rt.find(served, -1)
+    assert (store.kind, store.root) == ("cache", cache_store(tmp_path / "user-cache", DUMMY.arch))
+    assert (store.root / entry["file"]).is_file() and store.target == DUMMY.arch
+    assert not cache_store(tmp_path / "user-cache", targets.DEFAULT_TARGET).exists()

@@ -15,7 +15,7 @@ import pytest
 from tools import tag_wheel
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-STORE = REPO / "prebuilt" / "manifest.json"
+STORE = REPO / "prebuilt" / "gfx950" / "manifest.json"     # the package's store of the default target
 WHEEL_BUDGET = 20 * 1024 * 1024      # the full set is about 1 MB; a wheel past this is a packaging bug
 # torch and the modules `import torch` pulls in; flydsl and numpy are deliberately absent.
 TORCH_MODULES = ["torch", "torchgen", "functorch", "typing_extensions", "sympy", "mpmath", "networkx",

@@ -7,7 +7,7 @@ import pytest
 from flyaot.emu.program import code_object_mnemonics
 from flyaot.emu.semantics import HANDLERS
 
-STORE = pathlib.Path(__file__).resolve().parents[2] / "prebuilt"
+STORE = pathlib.Path(__file__).resolve().parents[2] / "prebuilt" / "gfx950"     # the default target's store
 
 
 @pytest.mark.skipif(not (STORE / "manifest.json").exists(), reason="no prebuilt store: run `make prebuilt`")

@@ -65,7 +65,8 @@ def amdhsa_directives(path):
 
 def prebuilt_objects():
     import flyaot.prebuilt as pb
-    store = pathlib.Path(pb.__file__).parent
+    from flyaot import targets
+    store = pathlib.Path(pb.__file__).parent / targets.DEFAULT_TARGET     # the package's store of gfx950
     path = store / manifest_mod.MANIFEST_NAME
     if not path.exists():
         return []
@@ -106,7 +107,7 @@ def test_samples_decode_like_objdump(sample_objects):
 def test_prebuilt_store_decodes_like_objdump():
     objs = prebuilt_objects()
     if not objs:
-        pytest.skip("no prebuilt store (flyaot/prebuilt/manifest.json) in this checkout")
+        pytest.skip("no prebuilt store (flyaot/prebuilt/gfx950/manifest.json) in this checkout")
     for p in objs:
         check_against_objdump(p)
 
@@ -258,7 +259,7 @@ def test_waitcnt_counters_are_what_objdump_prints():
     for every s_waitcnt encoding of the prebuilt store (one code object per distinct encoding)."""
     objs = prebuilt_objects()
     if not objs:
-        pytest.skip("no prebuilt store (flyaot/prebuilt/manifest.json) in this checkout")
+        pytest.skip("no prebuilt store (flyaot/prebuilt/gfx950/manifest.json) in this checkout")
     where = {}                           # simm16 -> (code object, address, decoded counters)
     for p in objs:
         data = p.read_bytes()

@@ -15,7 +15,7 @@ pytest.importorskip("flydsl")
 
 @pytest.fixture(scope="module")
 def runtime(emu_samples_store, tmp_path_factory):
-    cfg = dataclasses.replace(Config.from_env(), package_store=tmp_path_factory.mktemp("no-package"),
+    cfg = dataclasses.replace(Config.from_env(), package_dir=tmp_path_factory.mktemp("no-package"),
                               extra_stores=(emu_samples_store,), cache_dir=tmp_path_factory.mktemp("cache"),
                               disable_jit=True, record_misses="", device="emu")
     return Runtime(cfg)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from exec_helpers import EXEC, Operand, c, ins, lit, program, sp, v
+from exec_helpers import EXEC, Operand, c, ins, lit, program, s, sp, v
 from flyaot.emu import timing
 from flyaot.emu.isa.gfx950 import timing as T
 from flyaot.emu.machine import Launch, Prepared
@@ -162,7 +162,7 @@ def test_timing_leaves_results_bit_identical(emu_samples_store, tmp_path, monkey
     from flyaot.runtime.config import Config
     from flyaot.runtime.dispatch import Runtime
     from flyaot.runtime.drivers import emu as emu_driver
-    cfg = dataclasses.replace(Config.from_env(), package_store=tmp_path / "none",
+    cfg = dataclasses.replace(Config.from_env(), package_dir=tmp_path / "none",
                               extra_stores=(emu_samples_store,), cache_dir=tmp_path / "cache",
                               disable_jit=True, record_misses="", device="emu")
     rt = Runtime(cfg)
@@ -181,3 +181,61 @@ def test_timing_leaves_results_bit_identical(emu_samples_store, tmp_path, monkey
                 a, b = plain[name], other[name]
                 assert torch.equal(a.view(torch.uint8) if a.is_floating_point() else a,
                                    b.view(torch.uint8) if b.is_floating_point() else b), (kernel, name)
+
+
+class _Touched:
+    """A probe that records the cache lines of every global access the memory handlers make."""
+    watches = True
+
+    def __init__(self, mem):
+        self.lines: set = set()
+        mem.watch = self
+
+    def mem(self, mode, addr, nbytes):
+        shift = T.CACHE_LINE_BYTES.bit_length() - 1
+        for a in addr.tolist():
+            self.lines.update(range(a >> shift, ((a + nbytes - 1) >> shift) + 1))
+
+    def workgroup(self, wg_id, waves):
+        return True
+
+    def before(self, w, k, ins):
+        pass
+
+    after = lds = before
+
+    def released(self, waves):
+        pass
+
+    def finish(self):
+        pass
+
+
+def test_the_tracer_counts_the_lines_the_memory_handlers_touch():
+    # scalar loads at offsets lines apart, a global load through an SGPR base, a buffer load whose
+    # upper lanes are out of range (they move no data): the tracer's lines are the handlers' lines
+    a, b = np.arange(64, dtype=np.uint32), np.arange(64, dtype=np.uint32) + 100
+    mem = Memory()
+    for arr in (a, b):
+        mem.register_array(arr)
+    far = 3 * T.CACHE_LINE_BYTES
+    kernarg = np.zeros(far // 8 + 1, dtype=np.uint64)
+    kernarg[0], kernarg[far // 8] = a.ctypes.data, b.ctypes.data
+    smem = lambda dst, off: ins("s_load_dwordx2", [s(dst, 2)], [s(0, 2)], enc="SMEM", offset=off,  # noqa: E731
+                                soffset=None)
+    body = [smem(4, 0), smem(6, far),
+            ins("s_waitcnt", enc="SOPP", vmcnt=63, lgkmcnt=0, expcnt=7),
+            ins("v_lshlrev_b32", [v(4)], [c(2), v(0)], enc="VOP2"),
+            ins("global_load_dword", [v(1)], [v(4), s(4, 2)], enc="GLOBAL", offset=0),
+            ins("s_mov_b32", [s(8)], [s(6)], enc="SOP1"),
+            ins("s_and_b32", [s(9)], [s(7), lit(0xFFFF)], enc="SOP2"),
+            ins("s_mov_b32", [s(10)], [lit(a.nbytes // 2)], enc="SOP1"),
+            ins("s_mov_b32", [s(11)], [c(0)], enc="SOP1"),
+            ins("buffer_load_dword", [v(2)], [v(4), s(8, 4), c(0)], enc="MUBUF", offen=1, offset=0),
+            ins("s_waitcnt", enc="SOPP", vmcnt=0, lgkmcnt=15, expcnt=7)]
+    launch = Launch(Prepared(program(body + [END])), (1, 1, 1), (64, 1, 1), kernarg.tobytes(), mem)
+    timing.time_launch(launch, params=TABLE)
+    tracer = launch.timing_trace[0]
+    launch.probe = touched = _Touched(mem)
+    launch.run()
+    assert len(touched.lines) >= 4 and tracer.lines == touched.lines

@@ -70,7 +70,7 @@ def test_emu_timing_samples(probe_build, tmp_path, monkeypatch, value):
     from flyaot.kernel_defs.probe import plan as probe
     monkeypatch.setenv("FLYAOT_EMU_TIMING", "1")
     monkeypatch.setenv("FLYAOT_EMU_TIMING_SAMPLES", value)
-    cfg = Config(package_store=tmp_path / "none", extra_stores=(pathlib.Path(probe_build["out"]),),
+    cfg = Config(package_dir=tmp_path / "none", extra_stores=(pathlib.Path(probe_build["out"]),),
                  cache_dir=tmp_path / "cache", disable_jit=True, record_misses="", device="emu", jit_timeout=60.0,
                  py_launch=False)
     out = torch.zeros(4)

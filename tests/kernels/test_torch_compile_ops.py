@@ -97,7 +97,7 @@ def store(tmp_path_factory):
     """Misses of SPEC_LAUNCHES recorded by a storeless runtime, built by the build CLI, served with JIT off."""
     root = tmp_path_factory.mktemp("torch_compile_ops")
     record = root / "misses.jsonl"
-    storeless = Config(package_store=root / "no-package-store", extra_stores=(), cache_dir=root / "no-cache",
+    storeless = Config(package_dir=root / "no-package-store", extra_stores=(), cache_dir=root / "no-cache",
                        disable_jit=True, record_misses=str(record), device="emu", jit_timeout=60.0, py_launch=False)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(runtime, "_runtime", Runtime(storeless))

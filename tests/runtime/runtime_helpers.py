@@ -4,13 +4,14 @@ import pathlib
 import shutil
 
 from flyaot import __version__
-from flyaot.formats.manifest import MANIFEST_NAME, pretty_json, sha256_hex
+from flyaot.formats.manifest import MANIFEST_NAME, SCHEMA_VERSION, pretty_json, sha256_hex
+from flyaot.store.index import cache_store  # noqa: F401  (the user cache store of a target)
 from flyaot.runtime.config import EXPECTED_FLYDSL, Config
 
 
 def make_config(tmp_path, *, package=None, extra=(), cache=None, **over) -> Config:
     """A Config that sees only the given stores (never the checkout's own prebuilt store)."""
-    fields = dict(package_store=pathlib.Path(package or tmp_path / "no-package-store"),
+    fields = dict(package_dir=pathlib.Path(package or tmp_path / "no-package-stores"),
                   extra_stores=tuple(pathlib.Path(p) for p in extra),
                   cache_dir=pathlib.Path(cache or tmp_path / "user-cache"),
                   disable_jit=True, record_misses="", device="", jit_timeout=60.0, py_launch=False)
@@ -42,13 +43,13 @@ def copy_store(src, dst, *, keys=None) -> pathlib.Path:
 def write_store(root, target: str, specs: dict, *, toolchain=None) -> pathlib.Path:
     """A store from {spec id: (entry without file/size/sha256, code object bytes)}."""
     root = pathlib.Path(root)
-    m = {"schema": 1, "flyaot": __version__, "target": target,
+    m = {"schema": SCHEMA_VERSION, "flyaot": __version__, "target": target,
          "toolchain": toolchain or {"flydsl": EXPECTED_FLYDSL, "lld": "test"}, "specs": {}}
     for sid, (entry, data) in specs.items():
-        path = root / target / f"{sid}.co"
+        path = root / f"{sid}.co"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
-        m["specs"][sid] = dict(entry, file=f"{target}/{sid}.co", size=len(data), sha256=sha256_hex(data))
+        m["specs"][sid] = dict(entry, file=f"{sid}.co", size=len(data), sha256=sha256_hex(data))
     write_manifest(root, m)
     return root
 

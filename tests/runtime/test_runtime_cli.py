@@ -6,7 +6,7 @@ import sys
 from types import SimpleNamespace
 
 import pytest
-from runtime_helpers import PROBE64, PROBE128, copy_store
+from runtime_helpers import PROBE64, PROBE128, cache_store, copy_store, read_manifest
 
 from flyaot import cli
 from flyaot.runtime import config
@@ -61,11 +61,11 @@ def test_list_filters(run, probe_store, tmp_path):
 def test_verify_passes_a_good_store_and_names_a_corrupt_code_object(run, probe_store, tmp_path):
     env = {"FLYAOT_PREBUILT_PATH": str(probe_store), "FLYAOT_CACHE_DIR": str(tmp_path / "c")}
     p = run("verify", env=env)
-    package = config.package_store_dir() / "manifest.json"     # built by `make prebuilt`, or absent
-    shipped = len(json.loads(package.read_text())["specs"]) if package.exists() else 0
+    packages = config.package_dir().glob("*/manifest.json")    # built by `make prebuilt`, or absent
+    shipped = sum(len(json.loads(m.read_text())["specs"]) for m in packages)
     assert p.returncode == 0 and f"verified {shipped + 2} code objects" in p.stdout, p.stdout + p.stderr
     bad = copy_store(probe_store, tmp_path / "bad")
-    co = sorted((bad / "gfx950").glob("*.co"))[0]
+    co = sorted(bad.glob("*.co"))[0]
     co.write_bytes(co.read_bytes()[:-1] + b"\x01")
     p = run("verify", env=dict(env, FLYAOT_PREBUILT_PATH=str(bad)))
     assert p.returncode == 1 and "FAIL probe[" in p.stdout and "sha256" in p.stdout
@@ -77,14 +77,27 @@ def test_selftest_of_a_family_without_hooks_fails_loudly(run):
 
 
 def test_clear_cache_removes_code_objects_and_manifest_but_keeps_locks(run, probe_store, tmp_path):
-    cache = copy_store(probe_store, tmp_path / "cache")
+    cache = copy_store(probe_store, cache_store(tmp_path / "cache", "gfx950"))
     write.claim_cache(cache)       # what the JIT does when it first publishes into a cache
     with lock.exclusive(str(cache / "locks" / "some.lock"), timeout=1, what="test"):
         pass
-    (cache / "gfx950" / ".x.co.123.tmp").write_bytes(b"partial")
-    p = run("clear-cache", env={"FLYAOT_CACHE_DIR": str(cache)})
-    assert p.returncode == 0 and "removed 4 files" in p.stdout, p.stdout + p.stderr
+    (cache / ".x.co.123.tmp").write_bytes(b"partial")
+    p = run("clear-cache", env={"FLYAOT_CACHE_DIR": str(tmp_path / "cache")})
+    assert p.returncode == 0 and f"{cache}: removed 4 files" in p.stdout, p.stdout + p.stderr
     assert sorted(x.name for x in cache.rglob("*") if x.is_file()) == [write.CACHE_MARKER, "manifest.lock", "some.lock"]
+
+
+def test_clear_cache_empties_a_cache_of_the_old_layout(run, probe_store, tmp_path):
+    # schema 1: one store at FLYAOT_CACHE_DIR's root, code objects in gfx950/ below its manifest
+    old = tmp_path / "old"
+    write.claim_cache(old)
+    (old / "gfx950").mkdir()
+    for co in probe_store.glob("*.co"):
+        (old / "gfx950" / co.name).write_bytes(co.read_bytes())
+    (old / "manifest.json").write_text(json.dumps(dict(read_manifest(probe_store), schema=1)))
+    p = run("clear-cache", env={"FLYAOT_CACHE_DIR": str(old)})
+    assert p.returncode == 0 and f"{old}: removed 3 files" in p.stdout, p.stdout + p.stderr
+    assert sorted(x.name for x in old.rglob("*") if x.is_file()) == [write.CACHE_MARKER, "manifest.lock"]
 
 
 def _project(root):
@@ -96,12 +109,17 @@ def _project(root):
 
 
 def test_clear_cache_refuses_a_folder_that_is_not_a_flyaot_cache(run, tmp_path):
-    before = _project(tmp_path / "project")
+    from flyaot import __version__
+    _project(tmp_path / "project")
+    p = run("clear-cache", env={"FLYAOT_CACHE_DIR": str(tmp_path / "project")})    # no target store: untouched
+    assert p.returncode == 0 and "nothing to clear" in p.stdout and "Traceback" not in p.stderr
+    (tmp_path / "project" / __version__ / "gfx950").mkdir(parents=True)   # a target's folder, no marker
+    before = _project(tmp_path / "project" / __version__ / "gfx950")
     p = run("clear-cache", env={"FLYAOT_CACHE_DIR": str(tmp_path / "project")})
     assert p.returncode == 2 and "Traceback" not in p.stderr
-    assert p.stderr.startswith(f"flyaot clear-cache: error: {tmp_path / 'project'} (FLYAOT_CACHE_DIR) has no flyaot cache marker")
-    assert {q.relative_to(tmp_path / "project").as_posix(): q.read_bytes()
-            for q in (tmp_path / "project").rglob("*") if q.is_file()} == before
+    where = tmp_path / "project" / __version__ / "gfx950"
+    assert p.stderr.startswith(f"flyaot clear-cache: error: {where} (FLYAOT_CACHE_DIR) has no flyaot cache marker")
+    assert {q.relative_to(where).as_posix(): q.read_bytes() for q in where.rglob("*") if q.is_file()} == before
 
 
 def test_clear_cache_of_a_file_is_a_clean_error(run, tmp_path):
@@ -124,10 +142,10 @@ def _publish(root, probe_store):
 
 
 def test_the_cache_the_jit_creates_is_marked_and_cleared(run, probe_store, tmp_path):
-    cache = tmp_path / "new" / "cache"
+    cache = cache_store(tmp_path / "new" / "cache", "gfx950")
     assert _publish(cache, probe_store)
     assert (cache / write.CACHE_MARKER).is_file()
-    p = run("clear-cache", env={"FLYAOT_CACHE_DIR": str(cache)})
+    p = run("clear-cache", env={"FLYAOT_CACHE_DIR": str(tmp_path / "new" / "cache")})
     assert p.returncode == 0 and "removed 2 files" in p.stdout, p.stdout + p.stderr
 
 

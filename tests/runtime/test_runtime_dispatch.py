@@ -95,7 +95,7 @@ def test_plan_launches_on_the_emulator_with_exact_values(probe_store, tmp_path, 
 
 def test_first_load_checks_the_hash(probe_store, tmp_path):
     store = copy_store(probe_store, tmp_path / "s", keys={PROBE64})
-    co = next((store / "gfx950").glob("*.co"))
+    co = next(store.glob("*.co"))
     data = bytearray(co.read_bytes())
     data[100] ^= 0xFF
     co.write_bytes(bytes(data))

@@ -22,7 +22,7 @@ from flyaot.runtime.errors import JitError
 from flyaot.store.slots import ArgLayout
 from flyaot.store import lock
 from flyaot.store.errors import LockTimeout
-from flyaot.store.index import Store
+from flyaot.store.index import Store, cache_store
 from flyaot.store.write import CACHE_MARKER, lock_name
 
 HERE = pathlib.Path(__file__).parent
@@ -57,12 +57,13 @@ def test_concurrent_processes_compile_once_publish_atomically_and_launch(tmp_pat
     compiled = [err for _, err, _ in results if "compiling it with FlyDSL now" in err]
     assert len(compiled) == 1, [err for _, err, _ in results]
     assert f"compiled {PROBE64} in" in compiled[0]
-    # The cache is a valid store (schema, toolchain fingerprint, entry checks) with one checked spec.
-    store = Store.open(cache, "cache", missing_ok=False)
+    # The cache is a valid store (schema, toolchain fingerprint, entry checks) with one checked spec,
+    # the device target's: <cache>/<version>/gfx950/
+    store = Store.open(cache_store(cache, "gfx950"), "cache", missing_ok=False)
     (sid, entry), = store.by_key.values()
     data = store.read(sid, entry)
     ArgLayout.from_entry(entry, "jit").cross_check(codeobject.parse(data).kernel(entry["symbol"]), entry, "jit")
-    files = sorted(p.relative_to(cache).as_posix() for p in cache.rglob("*") if p.is_file())
+    files = sorted(p.relative_to(store.root).as_posix() for p in cache.rglob("*") if p.is_file())
     lock = "locks/" + lock_name(Spec.make("probe", {"block": 64, "behavior": "ok"}, "gfx950"))
     assert files == sorted(["manifest.json", entry["file"], "locks/manifest.lock", lock, CACHE_MARKER])
     # A later process finds it in the cache with the JIT disabled.
@@ -132,23 +133,24 @@ def test_entry_built_from_other_kernel_sources_is_not_used(tmp_path, caplog):
 
     from flyaot.runtime.errors import MissingSpecError
     from flyaot.runtime.dispatch import current_id
-    cache = tmp_path / "cache"
+    home = tmp_path / "cache"
+    cache = cache_store(home, "gfx950")
     out = torch.zeros(8)
-    Runtime(make_config(tmp_path, cache=cache, disable_jit=False)).launch(probe.plan(out, 1.0))
+    Runtime(make_config(tmp_path, cache=home, disable_jit=False)).launch(probe.plan(out, 1.0))
     (sid, entry), = read_manifest(cache)["specs"].items()
     assert sid == current_id(Spec.make("probe", {"block": 64, "behavior": "ok"}, "gfx950"))
     # Re-label the entry as a product of other kernel sources: a different content id, same bytes.
     old = "0" * 24
-    (cache / entry["file"]).rename(cache / f"gfx950/{old}.co")
+    (cache / entry["file"]).rename(cache / f"{old}.co")
     manifest = read_manifest(cache)
-    manifest["specs"] = {old: dict(entry, id=old, file=f"gfx950/{old}.co")}
+    manifest["specs"] = {old: dict(entry, id=old, file=f"{old}.co")}
     write_manifest(cache, manifest)
     # Without the JIT it is a miss that says why ...
     with pytest.raises(MissingSpecError, match="only from other kernel sources"):
-        Runtime(make_config(tmp_path, cache=cache)).launch(probe.plan(out, 2.0))
+        Runtime(make_config(tmp_path, cache=home)).launch(probe.plan(out, 2.0))
     # ... with the JIT it is rebuilt from the current sources and replaces the old entry.
     with caplog.at_level("WARNING", logger="flyaot.runtime"):
-        Runtime(make_config(tmp_path, cache=cache, disable_jit=False)).launch(probe.plan(out, 4.0))
+        Runtime(make_config(tmp_path, cache=home, disable_jit=False)).launch(probe.plan(out, 4.0))
     assert torch.equal(out, torch.full((8,), 5.0))
     assert "built from other kernel sources" in caplog.text
     assert list(read_manifest(cache)["specs"]) == [sid]

@@ -4,6 +4,7 @@ import pathlib
 import shutil
 
 from flyaot.formats.manifest import MANIFEST_NAME, pretty_json
+from flyaot.store.index import cache_store  # noqa: F401  (the user cache store of a target)
 from flyaot.runtime.config import Config
 
 PROBE64 = "probe[behavior=ok,block=64]@gfx950"
@@ -32,7 +33,7 @@ def edit_manifest(root, edit) -> pathlib.Path:
 
 def config(tmp_path, *, package=None, extra=(), cache=None, **over) -> Config:
     """A Config that sees only the given stores (never the checkout's own prebuilt store)."""
-    fields = dict(package_store=pathlib.Path(package or tmp_path / "no-package-store"),
+    fields = dict(package_dir=pathlib.Path(package or tmp_path / "no-package-stores"),
                   extra_stores=tuple(pathlib.Path(p) for p in extra),
                   cache_dir=pathlib.Path(cache or tmp_path / "user-cache"),
                   disable_jit=True, record_misses="", device="emu", jit_timeout=60.0, py_launch=False)

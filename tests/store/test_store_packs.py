@@ -71,7 +71,7 @@ def test_defect13_installed_packs_serve_and_a_broken_one_is_refused_alone(probe_
     monkeypatch.syspath_prepend(str(site))
     with caplog.at_level("WARNING", logger="flyaot.store"):
         index = Index.open(config(tmp_path))
-    assert [s.kind for s in index.stores] == ["package", "pack", "cache"]
+    assert [s.kind for s in index.stores] == ["pack"]      # no package or cache store exists here
     assert index.lookup(PROBE64)[0].root == site / "flyaot_pack_good"
     assert [loc.root for loc, _ in index.refused if loc.kind == "pack"] == [site / "flyaot_pack_bad"]
     assert f"pack store {site / 'flyaot_pack_bad'} refused" in caplog.text

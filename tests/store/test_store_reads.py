@@ -84,16 +84,16 @@ def test_defect11_an_oversized_manifest_is_refused_before_reading(tmp_path):
 
 
 def test_missing_package_manifest_is_a_clear_error_never_a_silent_empty_store(probe_store, tmp_path, caplog):
-    pkg = copy_store(probe_store, tmp_path / "pkg")
+    pkg = copy_store(probe_store, tmp_path / "pkg" / "gfx950")     # the package's store of gfx950
     (pkg / "manifest.json").unlink()
     with caplog.at_level("WARNING", logger="flyaot.store"):
-        rt = Runtime(config(tmp_path, package=pkg))
+        rt = Runtime(config(tmp_path, package=pkg.parent))
         with pytest.raises(MissingSpecError) as e:
             rt.find(Spec.make("probe", {"block": 64, "behavior": "ok"}, "gfx950"), -1)
     assert f"Refused: package store {pkg}: no manifest.json" in str(e.value)
     assert f"package store {pkg}: no manifest.json" in caplog.text and "ignoring the store" in caplog.text
     caplog.clear()
     with caplog.at_level("WARNING", logger="flyaot.store"):    # JIT allowed: a loud warning at open
-        index = Index.open(config(tmp_path, package=pkg, disable_jit=False))
+        index = Index.open(config(tmp_path, package=pkg.parent, disable_jit=False))
     assert "without it every spec needs the JIT" in caplog.text
     assert index.refused[0][0].kind == "package"

@@ -6,7 +6,7 @@ import json
 
 import pytest
 import torch
-from store_helpers import PROBE64, config, copy_store, read_manifest
+from store_helpers import PROBE64, cache_store, config, copy_store, read_manifest
 
 from flyaot.build_tools import __main__ as build_cli
 from flyaot.formats.manifest import MANIFEST_NAME, pretty_json
@@ -38,7 +38,7 @@ def _drop(d, name):
 
 def _same_key_other_id(m):
     """A second id holding the genuine entry's key: the bogus one would hide the genuine one."""
-    e = dict(_entry(m), id="bogus00000000000000000000", file=f"{m['target']}/bogus00000000000000000000.co")
+    e = dict(_entry(m), id="bogus00000000000000000000", file="bogus00000000000000000000.co")
     m["specs"]["bogus00000000000000000000"] = e
 
 
@@ -54,7 +54,8 @@ DICT_CASES = [
       for f in ("schema", "flyaot", "toolchain", "target", "specs")],
     ("top-schema-type", lambda m: m.update(schema="1"), "schema", "is a string, not an integer"),
     ("top-schema-bool", lambda m: m.update(schema=True), "schema", "is a bool, not an integer"),
-    ("top-schema-version", lambda m: m.update(schema=2), "schema", "this flyaot reads schema 1"),
+    ("top-schema-version", lambda m: m.update(schema=3), "schema", "this flyaot reads schema 2"),
+    ("top-schema-old-layout", lambda m: m.update(schema=1), "schema", "the layout of <target>/<id>.co"),
     ("top-flyaot-type", lambda m: m.update(flyaot=1), "flyaot", "is an integer, not a string"),
     ("top-toolchain-type", lambda m: m.update(toolchain="0.5.0"), "toolchain", "is a string, not an object"),
     ("top-toolchain-value", lambda m: m["toolchain"].update(lld=22), "toolchain.lld", "not a string"),
@@ -86,7 +87,7 @@ DICT_CASES = [
      "does not match its family/params/target"),
     ("entry-param-value", lambda m: _entry(m)["params"].update(block=[64]), "specs.{sid}.params",
      "must be int, bool or str"),
-    ("entry-file", lambda m: _entry(m).update(file="../x.co"), "specs.{sid}.file", "must be gfx950/"),
+    ("entry-file", lambda m: _entry(m).update(file="../x.co"), "specs.{sid}.file", "must be "),
     ("entry-size-negative", lambda m: _entry(m).update(size=-1), "specs.{sid}.size", "is negative"),
     ("entry-sha256", lambda m: _entry(m).update(sha256="ABC"), "specs.{sid}.sha256", "64 lowercase hex digits"),
     ("entry-resource-value", lambda m: _entry(m)["resources"].update(vgpr=-3), "specs.{sid}.resources.vgpr",
@@ -202,8 +203,10 @@ def test_schema_violation_is_never_written(probe_store, tmp_path, name, edit, fi
 def test_a_package_store_or_user_cache_with_a_repeated_key_is_refused_alone(probe_store, tmp_path, caplog, kind):
     """Every location reads through the one schema: a repeated JSON key in the package store or the
     user cache refuses that store alone; the spec is then served by the sound one."""
-    root, sid = _broken_store(probe_store, tmp_path / "broken", _duplicate_specs)
-    places = dict(package=root, extra=(probe_store,)) if kind == "package" else dict(cache=root, extra=(probe_store,))
+    home = tmp_path / "broken"          # the package's stores, or the user cache: one store per target below
+    where = home / "gfx950" if kind == "package" else cache_store(home, "gfx950")
+    root, sid = _broken_store(probe_store, where, _duplicate_specs)
+    places = dict(package=home, extra=(probe_store,)) if kind == "package" else dict(cache=home, extra=(probe_store,))
     with caplog.at_level("WARNING", logger="flyaot.store"):
         rt = Runtime(config(tmp_path, **places))
         out = torch.zeros(4)
@@ -229,8 +232,8 @@ def test_merge_refuses_two_shards_holding_one_key_under_different_ids(probe_shar
     (sid0, e0), = m0["specs"].items()
     # shard 1 also holds shard 0's key, under another id (as a build from other sources would)
     other = "other0000000000000000000a"
-    m1["specs"][other] = dict(e0, id=other, file=f"gfx950/{other}.co")
-    (s1 / "gfx950" / f"{other}.co").write_bytes((s0 / e0["file"]).read_bytes())
+    m1["specs"][other] = dict(e0, id=other, file=f"{other}.co")
+    (s1 / f"{other}.co").write_bytes((s0 / e0["file"]).read_bytes())
     (s1 / MANIFEST_NAME).write_bytes(pretty_json(m1))
     with pytest.raises(StoreError, match=f"refusing to write {tmp_path / 'out' / MANIFEST_NAME}: specs.(other|{sid0})"
                                          ".*is also the key of spec"):

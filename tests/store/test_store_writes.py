@@ -20,7 +20,7 @@ def test_defect1_merge_never_writes_outside_out_for_a_shard_file_name(probe_shar
     edit_manifest(shard, lambda m: _first(m).update(file="../../x.co"))
     out = tmp_path / "o1" / "o2" / "out"
     proc = run_build("merge", shard, probe_shards[1], "--out", out, check=False)
-    assert proc.returncode == 2 and "must be gfx950/" in one_line_error(proc)
+    assert proc.returncode == 2 and "must be " in one_line_error(proc)
     assert not (tmp_path / "o1" / "x.co").exists() and not out.exists()
 
 
@@ -40,11 +40,11 @@ def _retarget(m, target):
     """A manifest consistent with the schema for another target name."""
     m["target"] = target
     for e in m["specs"].values():
-        e.update(file=e["file"].replace("gfx950", target), key=e["key"].replace("@gfx950", f"@{target}"))
+        e.update(key=e["key"].replace("@gfx950", f"@{target}"))
 
 
 @pytest.mark.parametrize("edit,match", [
-    (lambda m: _first(m).update(file="../x.co"), "must be gfx950/"),
+    (lambda m: _first(m).update(file="../x.co"), "must be "),
     (lambda m: _retarget(m, "gfx942"), "unknown GPU target 'gfx942'"),
     (lambda m: m.update(target="../gfx950"), "not an architecture name"),
     (lambda m: m["specs"].update({"../evil": m["specs"].pop(next(iter(m["specs"])))}), "not a plain name"),
@@ -89,9 +89,9 @@ def test_merge_with_a_bad_shard_is_one_line_error(probe_shards, tmp_path):
     (bad / "manifest.json").write_text("{not json")
     proc = run_build("merge", bad, probe_shards[1], "--out", tmp_path / "out", check=False)
     assert proc.returncode == 2 and "cannot read manifest" in one_line_error(proc)
-    co = next((probe_shards[1] / "gfx950").glob("*.co"))
+    co = next(probe_shards[1].glob("*.co"))
     corrupt = copy_store(probe_shards[1], tmp_path / "corrupt")
-    (corrupt / "gfx950" / co.name).write_bytes(co.read_bytes()[:-1])
+    (corrupt / co.name).write_bytes(co.read_bytes()[:-1])
     proc = run_build("merge", probe_shards[0], corrupt, "--out", tmp_path / "out", check=False)
     assert proc.returncode == 2 and "does not match its manifest entry" in one_line_error(proc)
     assert not (tmp_path / "out").exists()

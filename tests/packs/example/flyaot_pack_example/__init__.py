@@ -1,3 +1,3 @@
-"""An add-on pack: this folder holds a flyaot store (manifest.json + <target>/<id>.co), written by
+"""An add-on pack: this folder holds a flyaot store of one target (manifest.json + <id>.co), written by
 `python -m flyaot.build_tools build --from-misses misses.jsonl --out flyaot_pack_example` (or
 `--family F`); flyaot never imports this module."""
