@@ -8,13 +8,15 @@ wave's outstanding vector-memory / LGKM operations have drained to the requested
 waves ready at the same time the oldest issues first. Memory results are not scoreboarded (the
 code's s_waitcnt orders them, as on the hardware); ALU results are, with their latency.
 
-Vector memory requests pass through three per-CU pipes: the L1 return path, the CU's share of
-L2 bandwidth and its share of HBM bandwidth (lines this launch had not touched before); a load
-completes after the latency of the level that serves it or when the pipes have moved its bytes,
-whichever is later, and in issue order (vmcnt counts in order).
+Vector memory requests pass through per-CU pipes: the L1 return path, the CU's path to its XCD's
+L2 (lines that miss L1), its share of the Infinity Cache (MALL) bandwidth (lines that miss L2) and
+of HBM bandwidth (lines that miss the MALL). Lines a workgroup reads for the first time are served
+by L2, the MALL or HBM in the shares of the allocation they belong to (model.serving_levels); the access completes after
+the expected latency of the slowest level serving one of its lines or when the pipes have moved its
+bytes, whichever is later, and in issue order (vmcnt counts in order).
 """
 import heapq
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .. import isa
 from . import static as S
@@ -25,16 +27,31 @@ T = isa.load(isa.ARCH).timing
 @dataclass
 class Rates:
     """Memory-system figures as one CU sees them (cycles, bytes per cycle)."""
+    l1_lat: float
     l2_lat: float
+    mall_lat: float
     hbm_lat: float
     smem_lat: float
     store_lat: float
     l1_bw: float
     l2_bw: float
+    mall_bw: float
     hbm_bw: float
-    hbm_fraction: float = 1.0    # share of first-touch lines really served by HBM (the rest: caches)
+    levels: list = field(default_factory=list)   # per allocation read: (L2, MALL, HBM) shares of first reads
     valu_scale: float = 1.0      # multiplies VALU issue/latency cycles (fitted)
     scaled_cvt_cycles: float = T.SCALED_CVT_CYCLES   # VALU cycles of an MX scaled conversion (fitted)
+
+    def shares(self, alloc: int) -> tuple:
+        return self.levels[alloc] if 0 <= alloc < len(self.levels) else (1.0, 0.0, 0.0)
+
+    def first_read_latency(self, new: int, alloc: int) -> float:
+        """Expected latency of an access whose `new` first-read lines each come from L2, the MALL or
+        HBM in their allocation's shares: the slowest of them sets it."""
+        _, mall, hbm = self.shares(alloc)
+        below_l2 = 1.0 - (1.0 - mall - hbm) ** new
+        at_hbm = 1.0 - (1.0 - hbm) ** new
+        return (self.l2_lat + (below_l2 - at_hbm) * (self.mall_lat - self.l2_lat)
+                + at_hbm * (self.hbm_lat - self.l2_lat))
 
 
 @dataclass
@@ -82,7 +99,7 @@ class _CU:
         self.mfma_free = [0.0] * nsimd
         self.salu_free = [0.0] * nsimd
         self.simd_waves = [0] * nsimd
-        self.pipe = {"vmem": 0.0, "lds": 0.0, "smem": 0.0, "l1": 0.0, "l2": 0.0, "hbm": 0.0}
+        self.pipe = {"vmem": 0.0, "lds": 0.0, "smem": 0.0, "l1": 0.0, "l2": 0.0, "mall": 0.0, "hbm": 0.0}
         self.lds_used = 0
         self.heap = []
         self.queue = list(workgroups)
@@ -90,7 +107,8 @@ class _CU:
         self.age = 0
         self.end_time = 0.0
         self.stalls = {"dep": 0.0, "wait": 0.0, "unit": 0.0, "barrier": 0.0}
-        self.busy = {"mfma": [0.0] * nsimd, "valu": [0.0] * nsimd, "l1": 0.0, "l2": 0.0, "hbm": 0.0, "lds": 0.0}
+        self.busy = {"mfma": [0.0] * nsimd, "valu": [0.0] * nsimd, "l1": 0.0, "l2": 0.0, "mall": 0.0, "hbm": 0.0,
+                     "lds": 0.0}
 
     # ----- workgroups in and out -----
     def _placement(self, traces):
@@ -172,24 +190,29 @@ class _CU:
             return 0.0
         return self.salu_free[simd]
 
+    def _pipe(self, name, t, cycles) -> float:
+        """Occupy memory pipe `name` for `cycles` from t (or when it frees); when it is done."""
+        self.busy[name] += cycles
+        end = self.pipe[name] = max(t, self.pipe[name]) + cycles
+        return end
+
     def vmem(self, w, op, info, t) -> float:
         """Issue a vector memory access at t through the CU's memory pipes; its completion time."""
-        rates, pipe, busy = self.rates, self.pipe, self.busy
-        issue = T.ISSUE_CYCLES
-        nbytes, lines, new = info
-        pipe["vmem"] = t + max(issue, nbytes / rates.l1_bw)
-        l1 = pipe["l1"] = max(t, pipe["l1"]) + nbytes / rates.l1_bw
-        l2 = pipe["l2"] = max(t, pipe["l2"]) + lines * T.CACHE_LINE_BYTES / rates.l2_bw
-        hb = nbytes if op.store else new * T.CACHE_LINE_BYTES * rates.hbm_fraction
-        hbm = pipe["hbm"] = max(t, pipe["hbm"]) + hb / rates.hbm_bw
-        busy["l1"] += nbytes / rates.l1_bw
-        busy["l2"] += lines * T.CACHE_LINE_BYTES / rates.l2_bw
-        busy["hbm"] += hb / rates.hbm_bw
+        rates = self.rates
+        line = T.CACHE_LINE_BYTES
+        nbytes, lines, hits, new, alloc = info
+        self.pipe["vmem"] = t + max(T.ISSUE_CYCLES, nbytes / rates.l1_bw)
+        l1 = self._pipe("l1", t, nbytes / rates.l1_bw)
+        l2 = self._pipe("l2", t, (lines - hits) * line / rates.l2_bw)
         if op.store:
+            self._pipe("hbm", t, nbytes / rates.hbm_bw)
             done = max(t + rates.store_lat, l1, l2)
         else:
-            lat = rates.l2_lat + (rates.hbm_lat - rates.l2_lat) * rates.hbm_fraction if new else rates.l2_lat
-            done = max(t + lat, l1, l2, hbm)
+            _, mall_share, hbm_share = rates.shares(alloc)
+            mall = self._pipe("mall", t, new * line * (mall_share + hbm_share) / rates.mall_bw)
+            hbm = self._pipe("hbm", t, new * line * hbm_share / rates.hbm_bw)
+            lat = (rates.first_read_latency(new, alloc) if new else rates.l2_lat if lines > hits else rates.l1_lat)
+            done = max(t + lat, l1, l2, mall, hbm)
         if w.vm and w.vm[-1] > done:
             done = w.vm[-1]
         w.vm.append(done)
@@ -312,7 +335,7 @@ class _CU:
         busy = self.busy
         stats.update(self.stalls)
         stats.update({"busy_mfma": max(busy["mfma"]), "busy_valu": max(busy["valu"]),
-                      **{"busy_" + k: busy[k] for k in ("l1", "l2", "hbm", "lds")}})
+                      **{"busy_" + k: busy[k] for k in ("l1", "l2", "mall", "hbm", "lds")}})
 
 
 def simulate(ops, workgroups, slots: Slots, rates: Rates, stats: dict | None = None) -> float:
