@@ -6,8 +6,8 @@ what the timing of that access depends on (read from the operands before the ins
 - vector memory: bytes moved, distinct cache lines, how many of those lines the workgroup read
   within its last L1-sized window of distinct lines (L1 hits), how many it had never read (served
   by L2, the Infinity Cache or HBM, in the shares the model derives from how the launch's
-  workgroups share that allocation) and which allocation it reads; addresses are taken relative to their allocation's line alignment (device
-  allocations are line-aligned; host ones need not be);
+  workgroups share that allocation) and which allocation it reads; addresses are taken relative
+  to their allocation's line alignment (device allocations are line-aligned; host ones need not be);
 - LDS: the pipe cycles the access takes, bank conflicts included;
 - scalar memory: whether its line is new.
 Nothing here writes wave state, so traced and untraced runs compute the same results.
