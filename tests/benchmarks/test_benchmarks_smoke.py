@@ -154,7 +154,8 @@ def test_gfx950_model_no_fit_validates_the_shipped_parameters():
             0.35, 2.8))
         assert (verdict == "ok") == inside, (name, value, verdict)
     cal = _table(p.stdout, "measured")
-    assert [r.split()[:3] for r in cal] == [["decode", "2x1x512", "fit"], ["gemm", "3584x512", "fit"]]
+    assert [r.split()[:2] for r in cal] == [["decode", "2x1x512"], ["gemm", "3584x512"]]
+    assert all(re.search(rf"\sfit\s+{NUM}\s+{NUM}\s+{NUM}%", r) for r in cal)     # both rows 0 of their table
     for r in _table(p.stdout, "dev/flr"):
         assert len(re.findall(NUM, r)) >= 10, r     # flyaot, upstream, measured, target, floor, ratios
 
