@@ -1,7 +1,7 @@
 """Modeled MI355X kernel times (the emulator's timing model) against the seed tables' measurements.
 
-    python benchmarks/gfx950_model.py [--aiter DIR] [--json PATH] [--only decode,prefill,gemm]
-        [--rows decode:0,gemm:1] [--samples N] [--plot DIR]
+    python benchmarks/gfx950_model.py [--aiter DIR [--no-fit]] [--json PATH] [--only decode,prefill,gemm]
+        [--rows decode:0,gemm:1] [--samples N] [--repeat] [--plot DIR]
 
 DIR is a local aiter checkout holding its FlyDSL A16WFP4 GEMM and FP4 MQA kernels (e.g. ROCm/aiter at
 commit cae82635, the code the seed tables timed). Its kernels are compiled with this build's FlyDSL
@@ -20,7 +20,8 @@ terms) and device time / floor (device time = the kernels plus the -inf fill, wi
 and host terms). Each op time is its kernels' modeled time, plus the -inf fill of the logits for the
 MQA ops that fill (upstream's always; flyaot's decode kernels write the -inf cells themselves, so
 its decode rows have no fill term), plus one launch overhead.
-Without --aiter only flyaot's rows run, on the shipped parameters (no calibration).
+Without --aiter only flyaot's rows run, on the shipped parameters (no calibration); --aiter with
+--no-fit validates the shipped parameters on both halves without refitting.
 --plot DIR writes one roofline chart per family (DIR/roofline_<family>.png; needs matplotlib, the
 `bench` extra). --docs FILE puts the printed tables into FILE's marked block after a clean run.
 A row that cannot be modeled makes the run exit with status 1, naming it (and --docs writes nothing).
@@ -177,21 +178,21 @@ def upstream_gemm(up, row, n, k, m, samples):
 
 
 # ------------------------------------------------------------------------------------------ flyaot
-def _recorded(call, samples):
+def _recorded(call, samples, phase=0.0):
     from flyaot.runtime.drivers import emu
-    with emu.recording(samples=samples, functional=False) as rec:
+    with emu.recording(samples=samples, functional=False, phase=phase) as rec:
         call()
     return rec.launches
 
 
-def flyaot_decode(row, b, nn, ctx_max, heads, samples):
+def flyaot_decode(row, b, nn, ctx_max, heads, samples, phase=0.0):
     from mqa_decode import problem
     from flyaot.ops import pa_mqa_logits_fp4
     args, msl, _ = problem(b, nn, ctx_max, heads, "cpu")
     # NaN marks the cells nobody wrote: only the sampled workgroups run, so a NaN left means the op did
     # not fill the output (its kernel writes the -inf cells itself) and the row's time has no fill term.
     out = torch.full((b * nn, msl), float("nan"))
-    launches = _recorded(lambda: pa_mqa_logits_fp4(*args, msl, next_n=nn, out=out), samples)
+    launches = _recorded(lambda: pa_mqa_logits_fp4(*args, msl, next_n=nn, out=out), samples, phase)
     if out.isnan().any():
         row.fill_bytes = 0
     row.replays += [rep for _, _, rep in launches]
@@ -199,20 +200,20 @@ def flyaot_decode(row, b, nn, ctx_max, heads, samples):
     row.note = " + ".join(name for name, _, _ in launches)
 
 
-def flyaot_prefill(row, b, q, kv, samples):
+def flyaot_prefill(row, b, q, kv, samples, phase=0.0):
     from mqa_prefill import problem
     from flyaot.ops import compute_prefill_schedule, pa_mqa_logits_fp4_prefill
     tensors, windows, msl = problem(b, q, kv, "cpu")
     info, slots = compute_prefill_schedule(*windows, page_size=PAGE, max_seq_len=msl)
     out = torch.empty(tensors[0].shape[0], msl)
     launches = _recorded(lambda: pa_mqa_logits_fp4_prefill(*tensors, *windows, msl, out=out, cta_info=info,
-                                                           n_ctas=slots), samples)
+                                                           n_ctas=slots), samples, phase)
     row.replays += [rep for _, _, rep in launches]
     row.sampling_error = max(r.sampling_error for _, r, _ in launches)
     row.note = " + ".join(name for name, _, _ in launches)
 
 
-def flyaot_gemm(row, n, k, m, samples):
+def flyaot_gemm(row, n, k, m, samples, phase=0.0):
     from flyaot.kernel_defs.gemm_a16wfp4 import reference
     from flyaot.ops import gemm_a16wfp4, prepare_mxfp4_weight
     g = torch.Generator().manual_seed(0)
@@ -220,7 +221,7 @@ def flyaot_gemm(row, n, k, m, samples):
     prep = prepare_mxfp4_weight(w, s)
     x = torch.randn(m, k, generator=g).to(torch.bfloat16)
     out = torch.empty(m, n, dtype=torch.bfloat16)
-    launches = _recorded(lambda: gemm_a16wfp4(x, prep, out=out), samples)
+    launches = _recorded(lambda: gemm_a16wfp4(x, prep, out=out), samples, phase)
     row.replays += [rep for _, _, rep in launches]
     row.sampling_error = max(r.sampling_error for _, r, _ in launches)
     row.note = " + ".join(name for name, _, _ in launches)
@@ -281,10 +282,30 @@ def geomean_abs(errs):
     return math.exp(sum(errs) / len(errs)) - 1 if errs else float("nan")
 
 
-GRID = {"mem_latency_scale": (0.5, 0.7, 1.0, 1.4, 2.0, 2.8, 4.0),
-        "bandwidth_efficiency": (0.5, 0.7, 1.0, 1.4, 2.0, 2.8, 4.0),
-        "valu_scale": (0.5, 0.75, 1.0, 1.5, 2.0, 3.0),
-        "scaled_cvt_cycles": (4, 8, 16, 24, 32)}
+# The fit's search grid per parameter, and the range each may take physically (docs/timing-model.md
+# says why): a fit that lands outside its physical range, or a latency scale on its grid's edge, is
+# reported as such by the calibration.
+GRID = {"mem_latency_scale": (0.35, 0.5, 0.6, 0.7, 0.85, 1.0, 1.2, 1.4, 1.7, 2.0, 2.8),
+        "bandwidth_efficiency": (0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0),
+        "valu_scale": (0.5, 0.6, 0.75, 0.85, 1.0, 1.2, 1.5, 2.0, 3.0),
+        "scaled_cvt_cycles": (4, 8, 12, 16, 20, 24, 32)}
+PHYSICAL = {"mem_latency_scale": (0.5, 2.0), "bandwidth_efficiency": (0.5, 1.0), "valu_scale": (1.0, 2.0),
+            "scaled_cvt_cycles": (4, 32)}
+
+
+def parameter_checks(params) -> list:
+    """(name, value, ok, why) per fitted parameter: inside its physical range, and for the latency
+    scale strictly inside its grid."""
+    out = []
+    for name, (lo, hi) in PHYSICAL.items():
+        v = getattr(params, name)
+        why = []
+        if not lo <= v <= hi:
+            why.append(f"outside its physical range [{lo}, {hi}]")
+        if name == "mem_latency_scale" and v in (GRID[name][0], GRID[name][-1]):
+            why.append("on its grid's edge")
+        out.append((name, v, not why, "; ".join(why)))
+    return out
 
 
 def fit(rows):
@@ -306,6 +327,7 @@ def fit(rows):
 
     cur = timing.Params(launch_us=0.0, mem_latency_scale=1.0, bandwidth_efficiency=1.0, valu_scale=1.0,
                         scaled_cvt_cycles=T.VALU_CYCLES)
+    assert all(getattr(cur, name) in values for name, values in GRID.items())
     for _ in range(3):
         for name, values in GRID.items():
             cur = min((timing.Params(**{**cur.__dict__, name: v}) for v in values), key=lambda p: loss_of(p)[0])
@@ -345,14 +367,25 @@ def main(argv=None) -> int:
     ap.add_argument("--aiter", help="local aiter checkout (e.g. at commit cae82635); without it only flyaot's "
                                     "rows run, on the shipped model parameters")
     ap.add_argument("--json", help="write the rows here")
+    ap.add_argument("--no-fit", action="store_true",
+                    help="with --aiter: validate the shipped parameters on both halves instead of refitting "
+                         "(regenerates the docs tables without the fit's minutes)")
     ap.add_argument("--only", default="decode,prefill,gemm")
     ap.add_argument("--rows", default=None, help="only these seed-table rows: FAMILY:I[,I...][,FAMILY:I...]")
     ap.add_argument("--shape", action="append", default=[],
                     help="also model this shape (no measurement; repeatable): decode:BxNEXT_NxMAX_CTX[xHEADS], "
                          "prefill:BxQxKV, gemm:NxKxM; without --rows, only these")
     ap.add_argument("--samples", type=int, default=12, help="workgroups emulated per launch")
+    ap.add_argument("--decode-samples", type=int, default=24,
+                    help="workgroups emulated per decode launch (cheap ones; ragged contexts need more)")
     ap.add_argument("--prefill-samples", type=int, default=4,
                     help="workgroups emulated per prefill launch (flyaot's walk every chunk of a row)")
+    ap.add_argument("--fit-half", type=int, choices=(0, 1), default=0,
+                    help="fit on the seed rows 0, 2, 4 ... of each table (0) or 1, 3, 5 ... (1); validate on "
+                         "the others")
+    ap.add_argument("--repeat", action="store_true",
+                    help="model every flyaot row a second time from other workgroups of the same grid and "
+                         f"print how far the two estimates differ (goal <= {100 * STABILITY_GOAL:.0f}%%)")
     ap.add_argument("--plot", help="write a roofline chart per family into this folder (needs matplotlib)")
     ap.add_argument("--docs", help="after a clean run, put the printed tables into this markdown file's "
                                    f"{DOCS_BEGIN} block")
@@ -361,10 +394,12 @@ def main(argv=None) -> int:
     bad = set(families) - {"decode", "prefill", "gemm"}
     if bad or not families:
         ap.error(f"--only: expected some of decode,prefill,gemm, got {a.only!r}")
-    if a.samples < 1 or a.prefill_samples < 1:
-        ap.error("--samples and --prefill-samples must be >= 1")
+    if min(a.samples, a.decode_samples, a.prefill_samples) < 1:
+        ap.error("--samples, --decode-samples and --prefill-samples must be >= 1")
     if a.docs and (not pathlib.Path(a.docs).is_file() or DOCS_BEGIN not in pathlib.Path(a.docs).read_text()):
         ap.error(f"--docs {a.docs}: no {DOCS_BEGIN} block")
+    if a.no_fit and not a.aiter:
+        ap.error("--no-fit needs --aiter (without it nothing is fitted)")
     if a.aiter and not pathlib.Path(a.aiter).is_dir():
         ap.error(f"--aiter {a.aiter}: not a folder")
     if a.plot:
@@ -380,6 +415,7 @@ def main(argv=None) -> int:
     else:
         print("no --aiter: flyaot rows only, on the shipped model parameters (no calibration)")
     upstream, ours = [], []
+    family_samples = {"decode": a.decode_samples, "prefill": a.prefill_samples, "gemm": a.samples}
     t0 = time.time()
     for fam, shape, dims, meas, new, floor, fill in jobs:
         ru = Row(fam, shape, "upstream", meas, new, floor, fill)
@@ -392,16 +428,24 @@ def main(argv=None) -> int:
                                              "gemm": upstream_gemm}[fam]))
         for kind, row, fn in runs:
             t = time.time()
-            samples = a.prefill_samples if fam == "prefill" else a.samples
+            samples = family_samples[fam]
             try:
                 fn(up, row, *dims, samples) if kind == "upstream" else fn(row, *dims, samples)
             except Exception as e:        # reported with the row, and the run fails at the end
                 row.failed = f"{type(e).__name__}: {e}"[:200]
             print(f"[{time.time() - t0:6.0f}s] {fam:8s} {shape:18s} {kind:8s} ({time.time() - t:.1f}s)"
                   + (f" FAILED {row.failed}" if row.failed else ""), flush=True)
+        if a.repeat and not rf.failed:
+            rf.repeat = Row(fam, shape, "flyaot", None, new, floor, fill)
+            try:
+                runs[-1][2](rf.repeat, *dims, family_samples[fam], phase=0.5)
+            except Exception as e:
+                rf.failed = f"repeat: {type(e).__name__}: {e}"[:200]
     report = Tee(sys.stdout)
     with contextlib.redirect_stdout(report):
-        params, host_us, out = tables(upstream, ours, up is not None)
+        params, host_us, out = tables(upstream, ours, up is not None, not a.no_fit, a.fit_half)
+        if a.repeat:
+            stability(ours, params)
         print(f"\ntotal {time.time() - t0:.0f}s. Modeled times are outputs of a calibrated model, not measurements.")
     if a.json:
         write_atomic(pathlib.Path(a.json), json.dumps({"params": {**params.__dict__, "eager_host_us": host_us},
@@ -450,10 +494,11 @@ def replace_block(path: pathlib.Path, report: str) -> None:
     write_atomic(path, f"{head}{DOCS_BEGIN}\n```\n{report}\n```\n{DOCS_END}{tail}")
 
 
-def tables(upstream, ours, calibrated: bool):
-    """Print the calibration (when upstream ran) and the flyaot table; (Params, host_us, JSON rows)."""
+def tables(upstream, ours, calibrated: bool, refit: bool = True, half: int = 0):
+    """Print the calibration (when upstream ran; refit=False: on the shipped parameters) and the
+    flyaot table; (Params, host_us, JSON rows)."""
     if calibrated:
-        params, host_us = calibrate(upstream)
+        params, host_us = calibrate(upstream, refit, half)
     else:
         params, host_us = timing.Params(), 0.0
     print("\nflyaot vs upstream on the model (us; floor = max of its HBM, MFMA, VALU terms; dev = device time: "
@@ -478,23 +523,58 @@ def tables(upstream, ours, calibrated: bool):
     return params, host_us, out
 
 
+STABILITY_GOAL = 0.03
+
+
+def stability(ours, params) -> float:
+    """Print each repeated row's two device-time estimates (samples at phase 0 and 0.5 of their
+    strata: disjoint workgroups where the grid has more than twice the samples) and return the
+    largest relative difference."""
+    print(f"\nStability (flyaot rows modeled twice, from two different samples of the grid's workgroups; "
+          f"goal <= {100 * STABILITY_GOAL:.0f}%)")
+    worst = 0.0
+    for r in ours:
+        rep = getattr(r, "repeat", None)
+        if rep is None or not r.replays or not rep.replays:
+            continue
+        a, b = r.device(params), rep.device(params)
+        d = abs(a - b) / max(a, b)
+        worst = max(worst, d)
+        print(f"{r.family:8s} {r.shape:18s} {a:9.2f} {b:9.2f} {100 * d:5.1f}%")
+    print(f"stability: max difference {100 * worst:.1f}% "
+          + ("(within the goal)" if worst <= STABILITY_GOAL else "(ABOVE the goal)"))
+    return worst
+
+
 def write_atomic(path: pathlib.Path, text: str) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(text)
     tmp.replace(path)
 
 
-def calibrate(upstream):
-    """Fit on every other modeled upstream row of each family, validate on the rest; print both."""
+def calibrate(upstream, refit: bool = True, half: int = 0):
+    """Fit on every other modeled upstream row of each family, from row `half` on (or, refit=False,
+    take the shipped parameters), validate on the rest; print both halves and the parameters'
+    physical checks."""
     for fam in ("decode", "prefill", "gemm"):
         reach = [r for r in upstream if r.family == fam and r.replays and r.measured is not None]
         for i, r in enumerate(reach):
-            r.fit = i % 2 == 0
+            r.fit = i % 2 == half
     fitted = [r for r in upstream if r.fit]
-    params, host_us = fit(fitted) if fitted else (timing.Params(), 0.0)
-    print(f"\nfitted on {len(fitted)} rows: launch_us={params.launch_us:.2f} "
+    if refit and fitted:
+        params, host_us = fit(fitted)
+        head = f"fitted on {len(fitted)} rows"
+    else:
+        params, host_us = timing.Params(), T.EAGER_HOST_US
+        head = "shipped parameters (no refit)"
+    print(f"\n{head}: launch_us={params.launch_us:.2f} "
           + " ".join(f"{name}={getattr(params, name)}" for name in GRID)
-          + f" eager_host_us={host_us:.1f} (GEMM table only)\n")
+          + f" eager_host_us={host_us:.1f} (GEMM table only)")
+    for name, v, ok, why in parameter_checks(params):
+        lo, hi = PHYSICAL[name]
+        print(f"  {name:21s} {v:<6} grid {GRID[name][0]}..{GRID[name][-1]}, physical [{lo}, {hi}]: "
+              + ("ok" if ok else f"NOT PHYSICAL ({why})"))
+    print()
     print("Calibration (upstream kernels, modeled vs measured on MI355X)")
     print(f"{'family':8s} {'shape':18s} {'half':4s} {'modeled':>9s} {'measured':>9s} {'error':>7s} {'samp':>5s}")
     halves = {True: [], False: []}

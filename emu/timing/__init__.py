@@ -7,24 +7,30 @@ under FLYAOT_EMU_TIMING (`from_env()`). Nothing here holds state between launche
 """
 
 from ...formats import env
-from .model import Params, Timing, model, occupancy, sample_ids, time_launch
+from .model import Params, Timing, Traced, model, occupancy, sample_ids, serving_levels, time_launch
 
 
 class Recorder:
-    """How to time the launches it is handed (parameters, sample size, whether every workgroup runs)
+    """How to time the launches it is handed (parameters, sample size and phase (model.sample_ids),
+    whether every workgroup runs)
     and, when `keep`, the (kernel name, Timing, replay) of each of them in `launches`.
     functional=False runs only the sampled workgroups: outputs are then incomplete (for timing
     studies of shapes too large to emulate)."""
 
-    def __init__(self, params: Params = Params(), samples: int = 16, functional: bool = True, keep: bool = True):
+    def __init__(self, params: Params = Params(), samples: int = 16, functional: bool = True, keep: bool = True,
+                 phase: float = 0.0):
         if samples < 1:
             raise ValueError(f"Recorder: samples must be >= 1, got {samples}")
+        if not 0.0 <= phase < 1.0:
+            raise ValueError(f"Recorder: phase must be in [0, 1), got {phase}")
         self.params, self.samples, self.functional, self.keep = params, samples, functional, keep
+        self.phase = phase
         self.launches: list = []
 
     def time(self, name: str, launch) -> Timing:
         """Run `launch` (machine.Launch) with timing and return its modeled time."""
-        res = time_launch(launch, samples=self.samples, functional=self.functional, params=self.params)
+        res = time_launch(launch, samples=self.samples, functional=self.functional, params=self.params,
+                          phase=self.phase)
         if self.keep:
             self.launches.append((name, res, replay(launch)))
         return res
@@ -39,15 +45,21 @@ def from_env():
     return Recorder(samples=env.value("FLYAOT_EMU_TIMING_SAMPLES"), functional=mode != "sample", keep=False)
 
 
-def replay(launch):
-    """params -> Timing of a launch already run by time_launch (same traces, other parameters)."""
-    tracer, ids = launch.timing_trace
-    prep, grid, nwaves = launch.prep, launch.grid, launch.nwaves
+class Replay:
+    """params -> Timing of a launch already run by time_launch: the same traces modeled under other
+    parameters. It holds only the model's inputs (model.Traced), so it can be pickled and re-modeled
+    in another process."""
 
-    def again(params: Params, error: bool = False) -> Timing:
-        return model(prep, grid, nwaves, tracer, ids, params=params, error=error)
-    return again
+    def __init__(self, traced: Traced):
+        self.traced = traced
+
+    def __call__(self, params: Params, error: bool = False) -> Timing:
+        return model(self.traced, params=params, error=error)
 
 
-__all__ = ["Params", "Recorder", "replay", "Timing", "from_env", "model", "occupancy", "sample_ids",
-           "time_launch"]
+def replay(launch) -> Replay:
+    return Replay(launch.timing_trace)
+
+
+__all__ = ["Params", "Recorder", "Replay", "replay", "Timing", "Traced", "from_env", "model", "occupancy",
+           "sample_ids", "serving_levels", "time_launch"]

@@ -6,8 +6,8 @@ them, or only the sampled ones when the results are not needed), replays them on
 - grid <= CUs: every workgroup has a CU to itself, the kernel lasts as long as its slowest
   workgroup (taken over the sampled ones);
 - larger grids: the busiest CU runs ceil(grid / CUs) workgroups; it is simulated on a stream of the
-  sampled traces that fills its wave slots for at most `rounds` dispatch rounds and the time is
-  scaled by the number of rounds it really runs.
+  sampled traces (each at least once) that fills its wave slots for at most `rounds` dispatch
+  rounds, and the time is scaled by the number of workgroups it really runs.
 The sampling error is the relative difference between the estimates from the even- and odd-numbered
 halves of the sample. The time adds the fixed launch overhead.
 """
@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 
 from .. import isa
 from . import cu as CU
-from . import static
 from .trace import Tracer
 
 T = isa.load(isa.ARCH).timing
@@ -23,12 +22,39 @@ T = isa.load(isa.ARCH).timing
 
 @dataclass(frozen=True)
 class Params:
-    """The model's global, fitted parameters (docs/timing-model.md says how they were fitted)."""
+    """The model's global, fitted parameters (docs/timing-model.md says how they were fitted and what
+    bounds each physically)."""
     launch_us: float = T.LAUNCH_US
-    mem_latency_scale: float = T.MEM_LATENCY_SCALE          # multiplies the L2 / HBM / store latencies
-    bandwidth_efficiency: float = T.BANDWIDTH_EFFICIENCY    # multiplies the L1 / L2 / HBM bandwidths
+    mem_latency_scale: float = T.MEM_LATENCY_SCALE          # multiplies the L1 / L2 / MALL / HBM / store latencies
+    bandwidth_efficiency: float = T.BANDWIDTH_EFFICIENCY    # achieved share of every level's peak bandwidth
     valu_scale: float = T.VALU_SCALE                        # multiplies the VALU cycle table
     scaled_cvt_cycles: float = T.SCALED_CVT_CYCLES          # VALU cycles of an MX scaled conversion
+
+
+@dataclass
+class Traced:
+    """What the model needs of a traced launch, and nothing of the emulator (so it can be stored and
+    re-modeled under other Params)."""
+    ops: list                   # static.Op per instruction
+    facts: object               # the program's LaunchFacts
+    grid: tuple
+    waves_per_wg: int
+    ids: list                   # the sampled workgroups
+    traces: list                # per sampled workgroup: [trace per wave]
+    first_reads: list           # per sampled workgroup: {allocation index: distinct lines it read}
+    union_lines: list           # per allocation index: distinct lines the sample read
+    footprint_lines: list       # per allocation index: its lines
+
+    @classmethod
+    def of(cls, launch, tracer, ids) -> "Traced":
+        n = len(tracer.alloc_index)
+        foot = [0] * n
+        for base, k in tracer.alloc_index.items():
+            foot[k] = -(-tracer.read_allocs[base] // T.CACHE_LINE_BYTES) + 1
+        union = [len(tracer.alloc_lines.get(k, ())) for k in range(n)]
+        return cls(tracer.ops, launch.prep.program.facts, launch.grid, launch.nwaves, list(ids),
+                   [tracer.workgroups[tuple(i)] for i in ids],
+                   [dict(tracer.wg_lines[tuple(i)].first) for i in ids], union, foot)
 
 
 @dataclass
@@ -61,35 +87,85 @@ def occupancy(facts, waves_per_wg: int) -> tuple[int, str]:
     return max(1, limits[name]), name
 
 
-def sample_ids(grid, samples: int) -> list:
-    """Evenly spaced workgroup ids (x fastest), at most `samples` of them."""
+def sample_ids(grid, samples: int, phase: float = 0.0) -> list:
+    """Evenly spaced workgroup ids (x fastest), at most `samples` of them: one per stratum of
+    total / samples consecutive workgroups, `phase` (0 <= phase < 1) of the way into it."""
+    if not 0.0 <= phase < 1.0:
+        raise ValueError(f"sample_ids: phase must be in [0, 1), got {phase}")
     gx, gy, gz = grid
     total = gx * gy * gz
     n = min(total, max(1, samples))
-    flat = sorted({(k * total) // n for k in range(n)})
+    flat = sorted({int((k + phase) * total / n) for k in range(n)})
     return [(f % gx, (f // gx) % gy, f // (gx * gy)) for f in flat]
 
 
-def rates_for(params: Params, active_cus: int) -> CU.Rates:
-    eff = params.bandwidth_efficiency
-    hbm = T.HBM_BYTES_PER_S / T.CLOCK_HZ / max(1, active_cus) * eff
-    s = params.mem_latency_scale
-    return CU.Rates(l2_lat=T.L2_HIT_CYCLES * s, hbm_lat=T.HBM_CYCLES * s, smem_lat=T.SMEM_HIT_CYCLES,
-                    store_lat=T.STORE_ACK_CYCLES * s, l1_bw=T.L1_BYTES_PER_CLK_PER_CU * eff,
-                    l2_bw=T.L2_BYTES_PER_CLK_PER_CU * eff, hbm_bw=min(hbm, T.HBM_BYTES_PER_S / T.CLOCK_HZ /
-                                                                     max(1, active_cus)),
+def serving_levels(traced: Traced) -> list:
+    """Per allocation read, the (L2, MALL, HBM) shares of the lines workgroups read from it for the
+    first time.
+
+    Over the grid, workgroups first-read `touches` lines of an allocation (the sample's mean,
+    extrapolated) of `unique` distinct ones (its lines, at most the touches, at least what the
+    sample itself read). A line read by s = touches / unique workgroups on average lands in
+    X (1 - (1 - 1/X)^s) of the X XCDs' L2s (workgroups go round-robin over the XCDs; which ones
+    share a line is taken as random), and each of those L2s fetches it once; an XCD's further first
+    reads of it hit in the share of the allocation's lines its L2 holds. The L2 (and then the MALL)
+    holds the most-reused allocations first (reads per distinct line), up to its capacity. Lines
+    the L2s miss come from the Infinity Cache (MALL), except the first fetch of each line (HBM) and
+    the share of the allocation the MALL cannot hold.
+    """
+    total = traced.grid[0] * traced.grid[1] * traced.grid[2]
+    n = max(1, len(traced.first_reads))
+    x = min(T.XCDS, total)
+    allocs = []
+    for k, (union, foot) in enumerate(zip(traced.union_lines, traced.footprint_lines)):
+        touches = sum(wg.get(k, 0) for wg in traced.first_reads) * total / n
+        unique = max(min(touches, foot), min(touches, union), 1.0)
+        allocs.append((k, touches, unique))
+    levels = [(1.0, 0.0, 0.0)] * len(allocs)
+    room = T.L2_BYTES_PER_XCD / T.CACHE_LINE_BYTES          # per XCD
+    missed = []
+    for k, touches, unique in sorted(allocs, key=lambda a: -a[1] / a[2]):
+        if touches <= 0:
+            continue
+        copies = x * (1.0 - (1.0 - 1.0 / x) ** (touches / unique)) if x > 1 else 1.0
+        xcd_unique = unique * copies / x
+        held = min(xcd_unique, room)
+        room -= held
+        l2_hits = max(0.0, touches - unique * copies) * held / xcd_unique
+        missed.append((k, touches, unique, touches - l2_hits, l2_hits))
+    room = T.MALL_BYTES / T.CACHE_LINE_BYTES
+    for k, touches, unique, misses, l2_hits in sorted(missed, key=lambda a: -a[3] / a[2]):
+        held = min(unique, room)
+        room -= held
+        mall_hits = max(0.0, misses - unique) * held / unique
+        levels[k] = (l2_hits / touches, mall_hits / touches, (misses - mall_hits) / touches)
+    return levels
+
+
+def rates_for(params: Params, active_cus: int, levels=()) -> CU.Rates:
+    """One CU's view of the memory system: every level's latency times mem_latency_scale, every
+    bandwidth its peak times bandwidth_efficiency (the CU's path for L1 / L2, its share of the
+    whole part's bandwidth for the MALL and HBM)."""
+    eff, s = params.bandwidth_efficiency, params.mem_latency_scale
+    cus = max(1, active_cus)
+    return CU.Rates(l1_lat=T.L1_HIT_CYCLES * s, l2_lat=T.L2_HIT_CYCLES * s, mall_lat=T.MALL_CYCLES * s,
+                    hbm_lat=T.HBM_CYCLES * s, smem_lat=T.SMEM_HIT_CYCLES, store_lat=T.STORE_ACK_CYCLES * s,
+                    l1_bw=T.L1_BYTES_PER_CLK_PER_CU * eff, l2_bw=T.L2_BYTES_PER_CLK_PER_CU * eff,
+                    mall_bw=T.MALL_BYTES_PER_S / T.CLOCK_HZ / cus * eff,
+                    hbm_bw=T.HBM_BYTES_PER_S / T.CLOCK_HZ / cus * eff,
+                    levels=list(levels),
                     valu_scale=params.valu_scale, scaled_cvt_cycles=params.scaled_cvt_cycles)
 
 
 def time_launch(launch, *, samples: int = 16, rounds: int = 2, functional: bool = True,
-                params: Params = Params()) -> Timing:
+                params: Params = Params(), phase: float = 0.0) -> Timing:
     """Run `launch` (machine.Launch) with a sample of its workgroups traced, then model its time.
 
     functional=True runs every workgroup (results complete and bit-identical to an untimed run);
     False runs only the sampled workgroups (for timing studies where the outputs are not used).
     """
     grid = launch.grid
-    ids = sample_ids(grid, samples)
+    ids = sample_ids(grid, samples, phase)
     if launch.probe is not None:
         raise ValueError("time_launch: the launch already has a probe (the tracer is one)")
     tracer = Tracer(launch.prep, set(ids))
@@ -102,26 +178,18 @@ def time_launch(launch, *, samples: int = 16, rounds: int = 2, functional: bool 
                 launch.run_workgroup(wg)
     finally:
         launch.probe = None
-    launch.timing_trace = (tracer, ids)      # lets a caller re-model the same run with other Params
-    return model(launch.prep, grid, launch.nwaves, tracer, ids, rounds=rounds, params=params)
+    launch.timing_trace = Traced.of(launch, tracer, ids)   # lets a caller re-model it with other Params
+    return model(launch.timing_trace, rounds=rounds, params=params)
 
 
-def model(prep, grid, waves_per_wg, tracer, ids, *, rounds=2, params=Params(), error=True) -> Timing:
-    ops = static.ops_of(prep)
-    facts = prep.program.facts
+def model(traced: Traced, *, rounds=2, params=Params(), error=True) -> Timing:
+    ops, facts, grid, waves_per_wg = traced.ops, traced.facts, traced.grid, traced.waves_per_wg
     total = grid[0] * grid[1] * grid[2]
     wps, limit = occupancy(facts, waves_per_wg)
     slots = CU.Slots(wps, facts.lds_size)
     per_cu = -(-total // T.CUS)
-    rates = rates_for(params, min(T.CUS, total))
-    traces = [tracer.workgroups[tuple(i)] for i in ids]
-    # Lines the sample touched first extrapolate to the grid's HBM traffic only while workgroups do
-    # not share data; the grid cannot read more from HBM than the inputs it reads (compulsory misses,
-    # caches assumed to hold the rest), so scale first touches down to that footprint.
-    new_bytes = len(tracer.lines) * T.CACHE_LINE_BYTES * total / max(1, len(ids))
-    footprint = sum((-(-n // T.CACHE_LINE_BYTES) + 1) * T.CACHE_LINE_BYTES for n in tracer.read_allocs.values())
-    if footprint and new_bytes > footprint:
-        rates.hbm_fraction = footprint / new_bytes
+    rates = rates_for(params, min(T.CUS, total), serving_levels(traced))
+    traces = traced.traces
     ninstr = sum(len(tr) for wg in traces for tr in wg)
     concurrent = max(1, (wps * T.SIMDS_PER_CU) // max(1, waves_per_wg))
     if slots.lds_bytes:
@@ -130,7 +198,9 @@ def model(prep, grid, waves_per_wg, tracer, ids, *, rounds=2, params=Params(), e
     def estimate(sample, stats=None):
         if per_cu == 1:
             return max(CU.simulate(ops, [wg], slots, rates, stats) for wg in sample)
-        n_sim = min(per_cu, concurrent * rounds)
+        # every sampled workgroup runs at least once (a stream of only the first few would leave
+        # the rest of the sample unused when few workgroups fit on a CU)
+        n_sim = min(per_cu, max(concurrent * rounds, len(sample)))
         stream = [sample[k % len(sample)] for k in range(n_sim)]
         return CU.simulate(ops, stream, slots, rates, stats) * per_cu / n_sim
 
@@ -142,9 +212,9 @@ def model(prep, grid, waves_per_wg, tracer, ids, *, rounds=2, params=Params(), e
         err = abs(a - b) / max(a + b, 1e-9)
     kernel_us = cycles / T.CLOCK_HZ * 1e6
     return Timing(us=kernel_us + params.launch_us, kernel_us=kernel_us, cycles=cycles,
-                  sampling_error=err, workgroups=total, sampled=len(ids), waves_per_simd=wps,
+                  sampling_error=err, workgroups=total, sampled=len(traces), waves_per_simd=wps,
                   limit=limit, stalls={k: v / T.CLOCK_HZ * 1e6 for k, v in stats.items()},
                   wave_instructions=ninstr)
 
 
-__all__ = ["Params", "Timing", "time_launch", "model", "occupancy", "sample_ids"]
+__all__ = ["Params", "Timing", "Traced", "time_launch", "model", "occupancy", "sample_ids", "serving_levels"]

@@ -29,11 +29,12 @@ def sanitizing():
 
 
 @contextlib.contextmanager
-def recording(params=None, samples: int = 16, functional: bool = True):
+def recording(params=None, samples: int = 16, functional: bool = True, phase: float = 0.0):
     """Model every emulator launch this context makes inside the block; yields the emulator's
-    timing Recorder, whose `launches` lists (kernel name, Timing, replay) in launch order."""
+    timing Recorder, whose `launches` lists (kernel name, Timing, replay) in launch order.
+    `phase` shifts the sampled workgroups within their strata (another sample of the same grid)."""
     from flyaot.emu import timing
-    rec = timing.Recorder(params if params is not None else timing.Params(), samples, functional)
+    rec = timing.Recorder(params if params is not None else timing.Params(), samples, functional, phase=phase)
     token = _recorder.set(rec)
     try:
         yield rec

@@ -91,6 +91,19 @@ def test_gfx950_model_flyaot_rows_floors_and_plot(tmp_path):
     assert all((plot / n).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for n in pngs)
 
 
+def test_gfx950_model_repeat_models_each_row_from_another_sample():
+    # GEMM M=256: 256 workgroups, 3 sampled, so the repeat's workgroups are other ones
+    p = run("gfx950_model.py", "--shape", "gemm:1024x512x256", "--samples", 3, "--repeat")
+    lines = p.stdout.splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.startswith("Stability"))
+    first, second, diff = (float(x) for x in re.match(rf"gemm\s+1024x512 M=256\s+({NUM})\s+({NUM})\s+({NUM})%",
+                                                       lines[start + 1]).groups())
+    assert first > 0 and second > 0
+    assert diff == pytest.approx(100 * abs(first - second) / max(first, second), abs=0.06)
+    worst = float(re.search(rf"stability: max difference ({NUM})%", p.stdout).group(1))
+    assert worst == pytest.approx(diff, abs=0.06) and worst <= 3.0 and "(within the goal)" in p.stdout
+
+
 def test_gfx950_model_exits_nonzero_naming_a_row_it_cannot_model():
     p = run("gfx950_model.py", "--shape", "gemm:512x1024x1", "--shape", "gemm:1000x512x1", "--samples", 1, ok=False)
     assert p.returncode == 1
@@ -100,7 +113,8 @@ def test_gfx950_model_exits_nonzero_naming_a_row_it_cannot_model():
 
 @pytest.mark.parametrize("args, word", [(["--rows", "decode:99"], "--rows"), (["--shape", "gemm:1x2"], "--shape"),
                                         (["--only", "nope"], "--only"), (["--aiter", "/nonexistent"], "--aiter"),
-                                        (["--docs", "/nonexistent.md"], "--docs")])
+                                        (["--docs", "/nonexistent.md"], "--docs"), (["--no-fit"], "--no-fit"),
+                                        (["--decode-samples", "0"], "--decode-samples")])
 def test_gfx950_model_refuses_bad_arguments_before_running(args, word, capsys, monkeypatch):
     monkeypatch.syspath_prepend(str(BENCH))      # in-process: the checks run before any row, so no launch
     import gfx950_model
@@ -118,6 +132,30 @@ def test_gfx950_model_with_upstream_calibrates():
     cal = _table(p.stdout, "measured")
     assert [r.split()[:2] for r in cal][:2] == [["decode", "2x1x512"], ["gemm", "3584x512"]]
     assert all(re.search(rf"fit\s+{NUM}\s+{NUM}\s+{NUM}%", r) for r in cal)
+    assert re.search(r"bandwidth_efficiency +\S+ +grid 0.4..1.0, physical \[0.5, 1.0\]: (ok|NOT PHYSICAL)", p.stdout)
+
+
+@pytest.mark.skipif(not AITER.is_dir(), reason=f"needs an aiter checkout at {AITER} (FLYAOT_AITER_DIR)")
+def test_gfx950_model_no_fit_validates_the_shipped_parameters():
+    from flyaot.emu import timing
+    p = run("gfx950_model.py", "--aiter", AITER, "--rows", "decode:0,gemm:3", "--samples", 2, "--decode-samples", 2,
+            "--no-fit")
+    shipped = timing.Params()
+    head = re.search(r"shipped parameters \(no refit\): launch_us=(\S+) mem_latency_scale=(\S+) "
+                     r"bandwidth_efficiency=(\S+) valu_scale=(\S+) scaled_cvt_cycles=(\S+)", p.stdout)
+    assert head and [float(x) for x in head.groups()] == pytest.approx(
+        [shipped.launch_us, shipped.mem_latency_scale, shipped.bandwidth_efficiency, shipped.valu_scale,
+         shipped.scaled_cvt_cycles], abs=0.005)
+    checks = re.findall(r"^  (\w+) +(\S+) +grid \S+, physical \[(\S+), (\S+)\]: (ok|NOT PHYSICAL)", p.stdout, re.M)
+    assert "fitted on" not in p.stdout and [c[0] for c in checks] == ["mem_latency_scale", "bandwidth_efficiency",
+                                                                     "valu_scale", "scaled_cvt_cycles"]
+    for name, value, lo, hi, verdict in checks:
+        inside = float(lo) <= float(value) <= float(hi) and not (name == "mem_latency_scale" and float(value) in (
+            0.35, 2.8))
+        assert (verdict == "ok") == inside, (name, value, verdict)
+    cal = _table(p.stdout, "measured")
+    assert [r.split()[:2] for r in cal] == [["decode", "2x1x512"], ["gemm", "3584x512"]]
+    assert all(re.search(rf"\sfit\s+{NUM}\s+{NUM}\s+{NUM}%", r) for r in cal)     # both rows 0 of their table
     for r in _table(p.stdout, "dev/flr"):
         assert len(re.findall(NUM, r)) >= 10, r     # flyaot, upstream, measured, target, floor, ratios
 

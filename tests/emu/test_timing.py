@@ -12,7 +12,7 @@ from flyaot.emu.isa.gfx950 import timing as T
 from flyaot.emu.machine import Launch, Prepared
 from flyaot.emu.memory import Memory
 from flyaot.emu.timing import static
-from flyaot.emu.timing.trace import lds_cycles
+from flyaot.emu.timing.trace import Tracer, lds_cycles
 
 END = ins("s_endpgm", enc="SOPP")
 # the table's own values, without the fitted scales
@@ -97,10 +97,10 @@ def test_waitcnt_waits_for_the_outstanding_load():
     after = run(load + work + [wait])           # the 100 VALUs hide under the load
     assert before >= T.HBM_CYCLES + 100 * T.VALU_CYCLES
     assert before - after == pytest.approx(100 * T.VALU_CYCLES, abs=2 * T.ISSUE_CYCLES)
-    # a second load of the same lines is served by L2
+    # a second load of the same lines hits the workgroup's L1
     twice = run(_load_body(arr, True, loads=2))
     once = run(_load_body(arr, True, loads=1))
-    assert twice - once == pytest.approx(T.L2_HIT_CYCLES + T.ISSUE_CYCLES, abs=T.ISSUE_CYCLES)
+    assert twice - once == pytest.approx(T.L1_HIT_CYCLES + T.ISSUE_CYCLES, abs=T.ISSUE_CYCLES)
 
 
 def test_waitcnt_counts_allow_later_loads_outstanding():
@@ -211,10 +211,19 @@ class _Touched:
         pass
 
 
+def _line_aligned(values):
+    raw = np.zeros(values.size + T.CACHE_LINE_BYTES // 4, dtype=np.uint32)
+    k = (-raw.ctypes.data % T.CACHE_LINE_BYTES) // 4
+    out = raw[k:k + values.size]
+    out[:] = values
+    return out
+
+
 def test_the_tracer_counts_the_lines_the_memory_handlers_touch():
     # scalar loads at offsets lines apart, a global load through an SGPR base, a buffer load whose
     # upper lanes are out of range (they move no data): the tracer's lines are the handlers' lines
-    a, b = np.arange(64, dtype=np.uint32), np.arange(64, dtype=np.uint32) + 100
+    # line-aligned arrays: the tracer counts lines relative to their allocation's alignment
+    a, b = _line_aligned(np.arange(64, dtype=np.uint32)), _line_aligned(np.arange(64, dtype=np.uint32) + 100)
     mem = Memory()
     for arr in (a, b):
         mem.register_array(arr)
@@ -234,8 +243,73 @@ def test_the_tracer_counts_the_lines_the_memory_handlers_touch():
             ins("buffer_load_dword", [v(2)], [v(4), s(8, 4), c(0)], enc="MUBUF", offen=1, offset=0),
             ins("s_waitcnt", enc="SOPP", vmcnt=0, lgkmcnt=15, expcnt=7)]
     launch = Launch(Prepared(program(body + [END])), (1, 1, 1), (64, 1, 1), kernarg.tobytes(), mem)
-    timing.time_launch(launch, params=TABLE)
-    tracer = launch.timing_trace[0]
+    launch.probe = tracer = Tracer(launch.prep)
+    launch.run()
     launch.probe = touched = _Touched(mem)
     launch.run()
     assert len(touched.lines) >= 4 and tracer.lines == touched.lines
+
+
+def _levels_of(grid, per_wg_lines):
+    """serving_levels of a real traced launch: every workgroup loads 64 dwords, all from one array
+    (per_wg_lines=False: the same lines) or each from its own slice."""
+    arr = np.arange(64 * (grid[0] if per_wg_lines else 1), dtype=np.uint32)
+    mem = Memory()
+    mem.register_array(arr)
+    a = arr.ctypes.data
+    body = [ins("v_lshlrev_b32", [v(4)], [c(2), v(0)], enc="VOP2")]
+    if per_wg_lines:        # + 256 bytes x workgroup id (s2 holds the workgroup id x)
+        body.append(ins("s_lshl_b32", [s(3)], [s(2), c(8)], enc="SOP2"))
+        body.append(ins("v_add_u32", [v(4)], [s(3), v(4)], enc="VOP2"))
+    body += [ins("v_mov_b32", [v(3)], [lit(a >> 32)], enc="VOP1"),
+             ins("v_add_co_u32", [v(2), sp("vcc")], [lit(a & 0xFFFFFFFF), v(4)], enc="VOP3"),
+             ins("v_addc_co_u32", [v(3), sp("vcc")], [v(3), c(0), sp("vcc")], enc="VOP3"),
+             ins("global_load_dword", [v(1)], [v(2, 2), sp("off")], enc="GLOBAL", offset=0),
+             ins("s_waitcnt", enc="SOPP", vmcnt=0, lgkmcnt=15, expcnt=7)]
+    launch = Launch(Prepared(program(body + [END])), grid, (64, 1, 1), b"", mem)
+    timing.time_launch(launch, samples=16, params=TABLE)
+    traced = launch.timing_trace
+    assert len(traced.footprint_lines) == 1                 # one allocation read
+    return traced, timing.serving_levels(traced)[0]
+
+
+def test_lines_every_workgroup_reads_are_fetched_once_per_xcd():
+    wgs = T.CUS * 4
+    traced, (l2, mall, hbm) = _levels_of((wgs, 1, 1), per_wg_lines=False)
+    assert l2 + mall + hbm == pytest.approx(1.0)
+    touches = sum(wg[0] for wg in traced.first_reads) / len(traced.first_reads) * wgs
+    unique = traced.footprint_lines[0]     # the whole array: fewer lines than the grid's first reads
+    assert unique < touches
+    # each XCD's L2 fetches every line once: the first fetch from HBM, the other XCDs' from the MALL
+    assert hbm * touches == pytest.approx(unique)
+    assert mall * touches == pytest.approx((T.XCDS - 1) * unique)
+
+
+def test_lines_no_two_workgroups_share_come_from_hbm():
+    traced, (l2, mall, hbm) = _levels_of((T.CUS * 2, 1, 1), per_wg_lines=True)
+    assert traced.union_lines[0] == sum(wg[0] for wg in traced.first_reads)   # the sample shares no line
+    assert (l2, mall, hbm) == pytest.approx((0.0, 0.0, 1.0))
+
+
+def test_capacities_bound_the_cache_levels():
+    # the same sharing with a footprint beyond the L2 of an XCD and then beyond the MALL: what no
+    # level can hold comes from the next one
+    traced, _ = _levels_of((T.CUS * 4, 1, 1), per_wg_lines=False)
+    line, n = T.CACHE_LINE_BYTES, len(traced.first_reads)
+    big = dataclasses.replace(traced, first_reads=[{0: 4 * T.L2_BYTES_PER_XCD // line}] * n,
+                              footprint_lines=[2 * T.L2_BYTES_PER_XCD // line])
+    huge = dataclasses.replace(big, footprint_lines=[2 * T.MALL_BYTES // line],
+                               first_reads=[{0: 4 * T.MALL_BYTES // line}] * n)
+    l2_small = timing.serving_levels(traced)[0][0]
+    l2_big, _, hbm_big = timing.serving_levels(big)[0]
+    l2_huge, mall_huge, hbm_huge = timing.serving_levels(huge)[0]
+    assert l2_huge < l2_big < l2_small and hbm_huge > hbm_big
+    assert l2_huge + mall_huge + hbm_huge == pytest.approx(1.0)
+    # beside a cold allocation larger than the L2, a small one every workgroup reads keeps its place
+    hot_lines = traced.footprint_lines[0]
+    cold = {0: traced.first_reads[0][0], 1: 4 * T.L2_BYTES_PER_XCD // line}
+    mixed = dataclasses.replace(big, first_reads=[cold] * n, union_lines=[0, 0],
+                                footprint_lines=[hot_lines, 16 * T.L2_BYTES_PER_XCD // line])
+    hot, cold = timing.serving_levels(mixed)
+    assert hot == pytest.approx(timing.serving_levels(traced)[0]) and cold[0] < hot[0]
+    assert cold[0] < 1.1 * T.L2_BYTES_PER_XCD / (16 * T.L2_BYTES_PER_XCD)   # each L2 holds what room is left
