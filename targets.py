@@ -21,6 +21,7 @@ class GPUTarget:
     vgprs: int            # architectural VGPRs per wave
     agprs: int            # accumulation VGPRs per wave
     sgprs: int            # addressable SGPRs per wave
+    unified_vgprs: bool   # one file holds both (gfx90a-class): metadata `.vgpr_count` is their total
     emulated: bool        # whether flyaot's emulator (`emu`) executes its code objects
     description: str = ""
 
@@ -41,7 +42,7 @@ class GPUTarget:
 # between architectural and accumulation registers, 102 addressable SGPRs, wave64.
 _ROWS = (
     GPUTarget(backend="hip", arch="gfx950", warp_size=64, mach=0x4F, lds_bytes=160 * 1024,
-              vgprs=256, agprs=256, sgprs=102, emulated=True, description="AMD CDNA4 (MI350X, MI355X)"),
+              vgprs=256, agprs=256, sgprs=102, unified_vgprs=True, emulated=True, description="AMD CDNA4 (MI350X, MI355X)"),
 )
 TARGETS = {t.arch: t for t in _ROWS}
 

@@ -31,7 +31,12 @@ def check(co: codeobject.CodeObject, *, target, symbol: str, block: tuple, trace
     if r.lds > target.lds_bytes:
         problems.append(f"LDS {r.lds} bytes exceeds {target.arch}'s {target.lds_bytes}")
     # SGPRs are not compared: the metadata count includes VCC and other implicit registers.
-    for used, limit, what in ((r.vgpr, target.vgprs, "VGPRs"), (r.agpr, target.agprs, "AGPRs")):
+    try:
+        regs = r.registers(target.unified_vgprs)
+    except codeobject.CodeObjectError as e:
+        return problems + [str(e)]
+    for used, limit, what in zip(regs, (target.vgprs, target.agprs, target.vgprs + target.agprs),
+                                 ("VGPRs", "AGPRs", "VGPRs+AGPRs")):
         if used > limit:
             problems.append(f"{used} {what} exceed {target.arch}'s {limit}")
     if r.wavefront_size != target.warp_size:
@@ -51,14 +56,15 @@ def check(co: codeobject.CodeObject, *, target, symbol: str, block: tuple, trace
         for i, (a, ct) in enumerate(zip(args, arg_ctypes)):
             if SLOT_CTYPES.get(ct, (None,))[0] != a.size:
                 problems.append(f"argument {i} is {a.size} bytes in metadata but {ct} in the signature")
-    problems += _budget_violations(r, budget)
+    problems += _budget_violations(r, regs, budget)
     return problems
 
 
-def _budget_violations(r, budget) -> list:
+def _budget_violations(r, regs, budget) -> list:
     out = []
-    limits = [("max_vgpr", r.vgpr, "VGPRs"), ("max_agpr", r.agpr, "AGPRs"),
-              ("max_vgpr_plus_agpr", r.vgpr + r.agpr, "VGPRs+AGPRs"), ("max_sgpr", r.sgpr, "SGPRs"),
+    arch_vgprs, agprs, total = regs
+    limits = [("max_vgpr", arch_vgprs, "VGPRs"), ("max_agpr", agprs, "AGPRs"),
+              ("max_vgpr_plus_agpr", total, "VGPRs+AGPRs"), ("max_sgpr", r.sgpr, "SGPRs"),
               ("max_lds", r.lds, "LDS bytes")]
     for field, value, what in limits:
         limit = getattr(budget, field)

@@ -45,6 +45,18 @@ class Resources:
     def as_dict(self) -> dict:
         return dict(self.__dict__)
 
+    def registers(self, unified: bool) -> tuple:
+        """(architectural VGPRs, AGPRs, registers of the VGPR file) per lane. On a unified file
+        (gfx90a-class) `.vgpr_count` is already the total: the architectural VGPRs rounded up to the
+        4-register AGPR-offset granule plus the AGPRs, so the architectural part is the difference.
+        On split files the two counts are separate."""
+        if unified:
+            if self.vgpr < self.agpr:
+                raise CodeObjectError(f".vgpr_count {self.vgpr} is below .agpr_count {self.agpr}, "
+                                      "impossible on a unified VGPR file")
+            return self.vgpr - self.agpr, self.agpr, self.vgpr
+        return self.vgpr, self.agpr, self.vgpr + self.agpr
+
 
 @dataclass(frozen=True)
 class KernelDescriptor:

@@ -40,7 +40,9 @@ from .. import targets as _targets
 class Budget:
     """Resource limits a family promises for a spec; the build gate refuses code objects beyond them.
 
-    None means "no family-specific limit" (the global gates still apply).
+    None means "no family-specific limit" (the global gates still apply). VGPR limits count
+    registers per lane as `Resources.registers` splits them: architectural VGPRs, AGPRs, and their
+    total in the VGPR file.
     """
     max_vgpr: Optional[int] = None
     max_agpr: Optional[int] = None

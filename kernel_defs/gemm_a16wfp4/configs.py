@@ -39,7 +39,7 @@ TUNED = {
                        _cfg("prefill", 64, 64, 1, 1), _cfg("prefill", 128, 128, 1, 1)),
     (1024, 3584): _rows(_cfg("decode", 16, 16, 4, 1), _cfg("decode", 32, 32, 4, 1),
                         _cfg("prefill", 16, 64, 1, 2), _cfg("prefill", 64, 32, 4, 1),
-                        _cfg("prefill", 64, 128, 1, 2)),
+                        _cfg("prefill", 128, 128, 2, 1)),
     (3584, 512): _rows(_cfg("decode", 16, 16, 4, 1), _cfg("decode", 32, 32, 2, 1),
                        _cfg("prefill", 16, 64, 1, 2), _cfg("prefill", 64, 64, 1, 2),
                        _cfg("prefill", 128, 128, 1, 1)),

@@ -86,3 +86,53 @@ def test_argument_table_mismatch(probe64):
     entry, data = probe64
     assert any("arguments" in p for p in _check(data, entry, arg_ctypes=("void*", "int32_t")))
     assert any("int64_t" in p for p in _check(data, entry, arg_ctypes=("void*", "int64_t", "float")))
+
+
+def _regs(vgpr, agpr):
+    return codeobject.Resources(vgpr=vgpr, agpr=agpr, sgpr=0, lds=0, scratch=0, vgpr_spill=0, sgpr_spill=0,
+                                wavefront_size=64, max_workgroup_size=256, uses_dynamic_stack=False)
+
+
+def test_unified_vgpr_count_splits_into_arch_and_agprs():
+    # v0-v8 (rounded up to the 4-register AGPR offset: 12) + a0-a31 give `.vgpr_count` 44.
+    assert _regs(44, 32).registers(unified=True) == (12, 32, 44)
+    assert _regs(44, 0).registers(unified=True) == (44, 0, 44)
+    assert _regs(44, 32).registers(unified=False) == (44, 32, 76)
+    with pytest.raises(codeobject.CodeObjectError, match="agpr_count"):
+        _regs(8, 32).registers(unified=True)
+
+
+@pytest.fixture(scope="module")
+def agpr_code_object(tmp_path_factory):
+    """A real gfx950 GEMM code object whose accumulators overflow into AGPRs (more than 256 VGPRs
+    in all), compiled in this process."""
+    from flyaot.build_tools import toolchain
+    from flyaot.build_tools.worker import compile_spec_in_process
+    target = targets.get("gfx950")
+    env = toolchain.flydsl_env(toolchain.prepare_toolkit(toolchain.find_linker(), tmp_path_factory.mktemp("tk")),
+                               target.arch)
+    with pytest.MonkeyPatch.context() as mp:
+        for k, v in env.items():
+            mp.setenv(k, v)
+        kb = compile_spec_in_process("gemm_a16wfp4", {"order": "prefill", "bm": 128, "bn": 128, "sk": 2, "kb": 1},
+                                     target)
+    return kb
+
+
+def test_unified_total_over_256_passes_within_the_arch_and_acc_limits(agpr_code_object):
+    kb = agpr_code_object
+    co = codeobject.parse(kb.code_object)
+    target = targets.get("gfx950")
+    arch_vgprs, agprs, total = co.kernel(kb.kernel_name).resources.registers(target.unified_vgprs)
+    assert agprs > 0 and total > target.vgprs
+    desc = co.descriptor(kb.kernel_name)
+    # The descriptor states the same split independently: AGPRs start at ACCUM_OFFSET, and the
+    # granulated VGPR count covers the whole file in use (granule 8).
+    assert desc.accum_offset == arch_vgprs
+    assert total <= ((desc.pgm_rsrc1 & 0x3F) + 1) * 8 < total + 8
+    kw = dict(symbol=kb.kernel_name, block=kb.block, traced_block=kb.block, arg_ctypes=kb.arg_ctypes)
+    assert gates.check(co, target=target, budget=Budget(max_vgpr_plus_agpr=total), **kw) == []
+    tight = dataclasses.replace(target, vgprs=arch_vgprs - 4)
+    assert any(f"{arch_vgprs} VGPRs exceed" in p for p in gates.check(co, target=tight, budget=Budget(), **kw))
+    over = gates.check(co, target=target, budget=Budget(max_vgpr=arch_vgprs - 1, max_vgpr_plus_agpr=total - 1), **kw)
+    assert any("budget: " + str(arch_vgprs) in p for p in over) and any(f"budget: {total} VGPRs+AGPRs" in p for p in over)

@@ -28,7 +28,8 @@ from flyaot.runtime.dispatch import Runtime
 from flyaot.store.index import cache_store
 
 DUMMY = targets.GPUTarget(backend="hip", arch="gfx942", warp_size=64, mach=0x4C, lds_bytes=64 * 1024,
-                          vgprs=256, agprs=256, sgprs=102, emulated=False, description="test-only row")
+                          vgprs=256, agprs=256, sgprs=102, unified_vgprs=True, emulated=False,
+                          description="test-only row")
 
 
 @pytest.fixture()
