@@ -2,8 +2,8 @@
 
 -inf contract: the kernel writes every output cell, -inf outside a row's window, under a schedule
 built here or by `compute_prefill_schedule` (an external one, the graph-replay pattern), so the output
-needs no fill and `out=None` allocates it uninitialized; under a converted one-row-per-CTA table the
-kernel writes only the chunks the table names and the caller pre-fills `out` with -inf. With an
+needs no fill (`out=None` with the schedule built here is allocated uninitialized); under a converted
+one-row-per-CTA table the kernel stores only window cells and the caller pre-fills `out` with -inf. With an
 external schedule the call allocates nothing. Schedules and windows are built on the tensors' device without a host sync, each
 by one kernel launch (the mqa_prefill_meta family) on the current stream, ahead of the op's own.
 """

@@ -17,7 +17,8 @@ bound (num_records = window end) and an out-of-range offset below the window sta
 per lane. The cells
 outside a wave's window get -inf from the kernel too: those of the chunks the CTA computes, then (when
 cta_info's field 6 is set) its share of the chunks outside its group's chunks (_fill_share), so every
-output cell is written once and the output needs no fill.
+output cell is written once and the output needs no fill; with field 6 clear (a converted one-row
+table) only window cells are stored, as upstream's kernel does.
 
 Design decisions (docs/families/mqa_prefill.md#decisions):
 - Schedule: row groups are maximal runs of consecutive rows with equal `row_to_batch`, cut every
@@ -389,7 +390,8 @@ def launcher(params: dict, target):
                                 B.buffer_store(val, out_rsrc, (tok >= win_lo).select(tok * Int32(4), out_lo))
                     for j in range_constexpr(npg):            # -inf into the cells of pages not inside the window
                         page0 = tok0 + Int32(j * g.page_size)
-                        if (page0 < win_lo) | (page0 + Int32(g.page_size) > win_hi):
+                        # (fill 0, a converted one-row table: the caller's pre-fill stays put)
+                        if (fill != Int32(0)) & ((page0 < win_lo) | (page0 + Int32(g.page_size) > win_hi)):
                             for pr in range_constexpr(g.page_size // 64):
                                 tok = page0 + Int32(64 * pr) + lane
                                 seen = (tok >= win_lo) & (tok < win_hi)

@@ -53,10 +53,11 @@ def plan_call(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, row_to_
               n_ctas, check_values: bool = False):
     """The whole decision of one prefill call: (out, plans), the launches to run in order on one stream
     (none when there is nothing to compute): the metadata kernel that builds the internal schedule or
-    converts a one-row-per-CTA table, if any, then the prefill kernel. Checks; `out` (allocated
-    uninitialized when not given) is written whole by the kernel under a schedule built here or by
-    compute_prefill_schedule, and filled with -inf here only when nothing is launched; under a converted
-    one-row-per-CTA table the caller pre-fills it (docs/families/mqa_prefill.md#operation). `check_values` validates index values with a host
+    converts a one-row-per-CTA table, if any, then the prefill kernel. Checks; the kernel writes every
+    cell of `out` under a schedule built here (then `out=None` is allocated uninitialized) or by
+    compute_prefill_schedule; a given `out` is filled with -inf here only when nothing is launched, and
+    under a converted one-row-per-CTA table the caller pre-fills it (`out=None` with an external table
+    is allocated filled; docs/families/mqa_prefill.md#operation). `check_values` validates index values with a host
     sync (checked mode); an external table is checked in this kernel's format, after conversion (the
     reference conversion, which the conversion kernel matches bit for bit)."""
     params = check_inputs(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, max_seq_len)
@@ -78,8 +79,10 @@ def plan_call(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, row_to_
         if out is None:
             return torch.full((rows, max_seq_len), float("-inf"), dtype=torch.float32, device=q_fp4.device), ()
         return out.fill_(float("-inf")), ()
-    if out is None:           # the kernel writes every cell (the schedule built here asks it to)
+    if out is None and cta_info is None:      # the schedule built here has the kernel write every cell
         out = torch.empty((rows, max_seq_len), dtype=torch.float32, device=q_fp4.device)
+    elif out is None:                         # an external table may leave cells to a fill
+        out = torch.full((rows, max_seq_len), float("-inf"), dtype=torch.float32, device=q_fp4.device)
     checked = cta_info
     first = None
     if cta_info is None:
