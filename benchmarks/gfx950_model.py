@@ -18,8 +18,8 @@ flyaot's kernels run on the same model at every shape: modeled flyaot, modeled u
 upstream, the "New" target, the row's floor (flyaot.ops.floors: the largest of its HBM, MFMA and VALU
 terms) and device time / floor (device time = the kernels plus the -inf fill, without the launch
 and host terms). Each op time is its kernels' modeled time, plus the -inf fill of the logits for the
-MQA ops that fill (upstream's always; flyaot's decode kernels write the -inf cells themselves, so
-its decode rows have no fill term), plus one launch overhead.
+MQA ops that fill (upstream's always; flyaot's decode and prefill kernels write the -inf cells
+themselves, so those rows have no fill term), plus one launch overhead.
 Without --aiter only flyaot's rows run, on the shipped parameters (no calibration); --aiter with
 --no-fit validates the shipped parameters on both halves without refitting.
 --plot DIR writes one roofline chart per family (DIR/roofline_<family>.png; needs matplotlib, the
@@ -419,7 +419,8 @@ def main(argv=None) -> int:
     t0 = time.time()
     for fam, shape, dims, meas, new, floor, fill in jobs:
         ru = Row(fam, shape, "upstream", meas, new, floor, fill)
-        rf = Row(fam, shape, "flyaot", None, new, floor, fill)
+        # flyaot's prefill kernel writes every output cell, -inf included: its op has no fill
+        rf = Row(fam, shape, "flyaot", None, new, floor, 0 if fam == "prefill" else fill)
         upstream.append(ru)
         ours.append(rf)
         runs = [("flyaot", rf, {"decode": flyaot_decode, "prefill": flyaot_prefill, "gemm": flyaot_gemm}[fam])]

@@ -1,10 +1,10 @@
 """Host ops of the FP4 paged MQA logits prefill (aiter's names and argument order).
 
--inf contract: cells outside a row's window are never written by the kernel. `out=None` allocates
-the output filled with -inf; a given `out` is filled with -inf when the schedule is built here; with
-an external schedule (`cta_info` + `n_ctas`, built once with `compute_prefill_schedule`) the caller
-pre-fills `out` (the graph-replay pattern: the fill stays outside the captured kernel) and the call
-allocates nothing. Schedules and windows are built on the tensors' device without a host sync, each
+-inf contract: the kernel writes every output cell, -inf outside a row's window, under a schedule
+built here or by `compute_prefill_schedule` (an external one, the graph-replay pattern), so the output
+needs no fill (`out=None` with the schedule built here is allocated uninitialized); under a converted
+one-row-per-CTA table the kernel stores only window cells and the caller pre-fills `out` with -inf. With an
+external schedule the call allocates nothing. Schedules and windows are built on the tensors' device without a host sync, each
 by one kernel launch (the mqa_prefill_meta family) on the current stream, ahead of the op's own.
 """
 from typing import Optional, Tuple
@@ -261,7 +261,7 @@ _BENCH_EMU = ((1, 4, 256),)
 
 
 def bench(device):
-    """Median us per `pa_mqa_logits_fp4_varqlen` call (including its -inf fill, windows and schedule),
+    """Median us per `pa_mqa_logits_fp4_varqlen` call (including its windows and schedule),
     H64, D128, page 64."""
     from .hooks import timed
     emu = torch.device(device).type == "cpu"

@@ -54,8 +54,8 @@ def _prefill(b, q, kv, heads=64):
     info, slots = compute_prefill_schedule(*windows, page_size=PAGE, max_seq_len=kv)
     out = torch.empty(rows, kv)
     tensors = (qf, qs, paged.kv_cache, paged.kv_scale, paged.block_tables, w)
-    return (lambda: pa_mqa_logits_fp4_prefill(*tensors, *windows, kv, out=out, cta_info=info, n_ctas=slots),
-            rows * kv * 4)
+    # the kernel writes every output cell (-inf included): no fill
+    return (lambda: pa_mqa_logits_fp4_prefill(*tensors, *windows, kv, out=out, cta_info=info, n_ctas=slots), 0)
 
 
 def _fp8_bytes(*shape):

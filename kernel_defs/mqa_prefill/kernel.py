@@ -11,15 +11,21 @@ Q, held in VGPRs for the CTA's life) and the 32 tokens as columns, FP4 A and B w
 scales. The weighted ReLU head-sum is done per lane over its 16 accumulator rows, the two lane halves
 (rows 4..7 of each 8) are folded with one ds_bpermute that also pairs two token tiles, so each lane
 ends with one token and a wave stores 64 contiguous logits. The next chunk's global loads are issued
-(into the VGPRs that feed the next LDS write) after all but the last page of the current chunk have
-been computed. Stores are masked per wave by its own window with a buffer bound (num_records =
-window end) and an out-of-range offset below the window start, never a branch per lane.
+(into the VGPRs that feed the next LDS write) once the current chunk is in LDS at D128, before its
+last page at D256 (_prefetch_page). Stores are masked per wave by its own window with a buffer
+bound (num_records = window end) and an out-of-range offset below the window start, never a branch
+per lane. The cells
+outside a wave's window get -inf from the kernel too: those of the chunks the CTA computes, then (when
+cta_info's field 6 is set) its share of the chunks outside its group's chunks (_fill_share), so every
+output cell is written once and the output needs no fill; with field 6 clear (a converted one-row
+table) only window cells are stored, as upstream's kernel does.
 
 Design decisions (docs/families/mqa_prefill.md#decisions):
 - Schedule: row groups are maximal runs of consecutive rows with equal `row_to_batch`, cut every
   four rows; a group's chunks are those of the union of its rows' windows, split into equal slices
   over a fixed number of schedule slots (the mqa_prefill_meta family). cta_info is int32 [slots, 8]:
-  (first_row, n_rows, batch, chunk_start, chunk_count, last_page, 0, 0); chunk_count 0 = idle slot.
+  (first_row, n_rows, batch, chunk_start, chunk_count, last_page, fill, 0); n_rows 0 = idle slot,
+  chunk_count 0 with fill 1 = a group of empty windows (only -inf to write).
   Pages are read only up to `last_page` (the union window's last page, further clamped to the block
   table width), so table entries past a sequence's end are never dereferenced. A logical page past
   the table width, or whose entry is not a page of kv_cache, is never read and its tokens score -inf
@@ -41,8 +47,12 @@ from flydsl.expr import gpu, range_constexpr, rocdl
 from flydsl.expr.typing import Int32, Int64, T, Vector
 
 from ..mqa_common import blocks as B
-from .geometry import CHUNK_TOKENS, CTA_INFO_INTS, THREADS, WAVE_SIZE, Geometry
+from .geometry import CHUNK_TOKENS, CTA_INFO_INTS, THREADS, WAVE_SIZE, WAVES, Geometry
 from .specs import FAMILY
+
+_BIG = (1 << 31) - 1
+_CHUNK_SHIFT = CHUNK_TOKENS.bit_length() - 1
+assert 1 << _CHUNK_SHIFT == CHUNK_TOKENS
 
 
 # ------------------------------------------------------------------------------------------ small pieces
@@ -126,6 +136,11 @@ def _load_weights(g: Geometry, w8, row, stride_w, half):
 
 # ------------------------------------------------------------------------------------------ KV staging
 
+def _udiv(a, b):
+    """a // b for a >= 0, b >= 1."""
+    return Int32(fx.Uint32(a) // fx.Uint32(b))
+
+
 def _below(x, n):
     """0 <= x < n (n >= 0) as one unsigned compare."""
     return fx.Uint32(x) < fx.Uint32(n)
@@ -181,6 +196,15 @@ def _load_chunk(g: Geometry, kv8, kvs8, table, chunk, stride_kv, stride_kvs, tid
     for j in range_constexpr(npg):
         valid = valid | oks[j].select(Int32(1 << j), Int32(0))
     return regs + [valid]
+
+
+def _prefetch_page(g: Geometry) -> int:
+    """Page of the staged chunk before whose compute the next chunk's global loads are issued. The
+    staging registers are free once the chunk is in LDS, so at D128 the loads go out before the first
+    page (they then have the whole chunk's compute to arrive; the 17 registers they hold keep the
+    reference spec within its budget); at D256 they are 34 registers, which would push the large-H
+    specs past the VGPR file, so they wait for the last page."""
+    return 0 if g.head_dim == 128 else g.pages_per_chunk - 1
 
 
 def _zero_regs(g: Geometry):
@@ -239,6 +263,47 @@ def _fold_pair(a, b, lane, half):
     return low.select(a, b) + got
 
 
+def _fill_share(cta_info_rows, windows, rows, max_seq_len):
+    """(v_lo, v_hi, g0, n): this CTA's share [v_lo, v_hi) of the chunks outside its group's chunk
+    range, in which it writes -inf for its rows.
+
+    The group's chunks [g0, g1) are those of the union of its rows' non-empty windows, the rule of the
+    schedule builder (mqa_prefill_meta), recomputed here from the windows; every cell outside them is
+    outside every row's window. The M - N outside chunks (M = chunks of max_seq_len, N = g1 - g0),
+    taken in order (those below g0, then those from g1), are shared out R = ceil((M - N) / N) per group
+    chunk: the slice of group chunks [a, b) writes outside chunks [a R, b R), so the slices of a group
+    write each outside chunk exactly once. A group with no chunks (N = 0) has one slice, which writes
+    them all."""
+    first_row, n_rows, chunk_start, chunk_count = cta_info_rows
+    ls_ptr, le_ptr = windows
+    lo, hi = Int32(_BIG), Int32(0)
+    for j in range_constexpr(WAVES):
+        r = first_row + Int32(j)
+        mine = (Int32(j) < n_rows) & _below(r, rows)
+        rr = mine.select(r, Int32(0))
+        ls = fx.max(Int32(_sload(ls_ptr, rr)), Int32(0))
+        le = fx.min(Int32(_sload(le_ptr, rr)), max_seq_len)
+        live = mine & (le > ls)
+        lo = live.select(fx.min(lo, ls), lo)
+        hi = live.select(fx.max(hi, le), hi)
+    work = hi > Int32(0)
+    g0 = work.select(lo >> Int32(_CHUNK_SHIFT), Int32(0))
+    n = work.select(((hi + Int32(CHUNK_TOKENS - 1)) >> Int32(_CHUNK_SHIFT)) - g0, Int32(0))
+    m = (max_seq_len + Int32(CHUNK_TOKENS - 1)) >> Int32(_CHUNK_SHIFT)
+    outside = fx.max(m - n, Int32(0))
+    per = work.select(_udiv(outside + n - Int32(1), fx.max(n, Int32(1))), outside)    # R; N = 0: all of them
+    a = work.select(fx.min(fx.max(chunk_start - g0, Int32(0)), n), Int32(0))
+    b = work.select(fx.min(fx.max(chunk_start + chunk_count - g0, a), n), Int32(1))
+    return fx.min(a * per, outside), fx.min(b * per, outside), g0, n
+
+
+def _fill_chunk(v, g0, n, out_rsrc, lane, neg_inf):
+    """-inf into outside chunk v (in the order of _fill_share) of the wave's row."""
+    tok = ((v < g0).select(v, v + n) << Int32(_CHUNK_SHIFT)) + lane
+    for i in range_constexpr(CHUNK_TOKENS // WAVE_SIZE):
+        B.buffer_store(neg_inf, out_rsrc, (tok + Int32(i * WAVE_SIZE)) * Int32(4))
+
+
 # ------------------------------------------------------------------------------------------ the kernel
 
 def launcher(params: dict, target):
@@ -264,8 +329,8 @@ def launcher(params: dict, target):
         info = _sload(info_ptr, slot, 4)
         more = _sload(info_ptr, slot + Int32(4), 4)
         first_row, n_rows, batch, chunk_start = info[0], info[1], info[2], info[3]
-        chunk_count, last_page = more[0], more[1]
-        if chunk_count > Int32(0):
+        chunk_count, last_page, fill = more[0], more[1], more[2]
+        if (chunk_count > Int32(0)) | ((fill != Int32(0)) & (n_rows > Int32(0))):
             # cta_info fields are not trusted: a row outside the launch stores nothing (its loads
             # read row 0), a batch outside block_tables makes every page invalid
             row_in = first_row + fx.min(wave, n_rows - Int32(1))
@@ -275,48 +340,69 @@ def launcher(params: dict, target):
             le_raw = Int32(_sload(_global(local_ends, T.i32), row))
             win_lo = active.select(fx.max(ls_raw, Int32(0)), Int32(0))
             win_hi = active.select(fx.max(fx.min(le_raw, max_seq_len), Int32(0)), Int32(0))
-            out_rsrc = B.buffer_rsrc(_global(out, T.i8), Int64(row) * Int64(stride_out) * Int64(4),
-                                     num_records=Int64(win_hi) * Int64(4))
-            out_lo = win_hi * Int32(4)                    # offset that the buffer bound drops
+            # logits go through a resource bounded by the window's end (an offset past it is dropped),
+            # -inf through one bounded by the row's max_seq_len cells; an inactive wave stores nothing
+            row_base = Int64(row) * Int64(stride_out) * Int64(4)
+            out_rsrc = B.buffer_rsrc(_global(out, T.i8), row_base, num_records=Int64(win_hi) * Int64(4))
+            out_lo = win_hi * Int32(4)                    # offset that the window's bound drops
+            msl_bytes = active.select(max_seq_len, Int32(0)) * Int32(4)
+            inf_rsrc = B.buffer_rsrc(_global(out, T.i8), row_base, num_records=Int64(msl_bytes))
+            neg_inf = fx.Float32(float("-inf"))
 
-            qa = _load_q(g, _global(q, T.i8), row, stride_q, l32, half)
-            qs = _load_q_scales(g, _global(q_scale, T.i8), row, stride_qs, l32, half)
-            w = _load_weights(g, _global(weights, T.i8), row, stride_w, half)
+            if chunk_count > Int32(0):
+                qa = _load_q(g, _global(q, T.i8), row, stride_q, l32, half)
+                qs = _load_q_scales(g, _global(q_scale, T.i8), row, stride_qs, l32, half)
+                w = _load_weights(g, _global(weights, T.i8), row, stride_w, half)
 
-            kv8 = _global(kv_cache, T.i8)
-            kvs8 = _global(kv_scale, T.i8)
-            batch_ok = _below(batch, bt_rows)
-            bt32 = fx.add_offset(_global(block_tables, T.i32),
-                                 Int64(batch_ok.select(batch, Int32(0))) * Int64(stride_bt))
-            table = (bt32, fx.min(last_page, bt_width - Int32(1)), bt_width, batch_ok, num_pages)
-            lds = B.lds_alloc(g.lds_bytes)
-            lane_v = half * Int32(16 * g.page_size) + l32 * Int32(16)
-            lane_s = half * Int32(g.page_size) + (l32 % Int32(g.page_size // 4)) * Int32(4)
-            shift_s = (l32 >> Int32(4)) * Int32(8) if g.page_size == 64 else None
+                kv8 = _global(kv_cache, T.i8)
+                kvs8 = _global(kv_scale, T.i8)
+                batch_ok = _below(batch, bt_rows)
+                bt32 = fx.add_offset(_global(block_tables, T.i32),
+                                     Int64(batch_ok.select(batch, Int32(0))) * Int64(stride_bt))
+                table = (bt32, fx.min(last_page, bt_width - Int32(1)), bt_width, batch_ok, num_pages)
+                lds = B.lds_alloc(g.lds_bytes)
+                lane_v = half * Int32(16 * g.page_size) + l32 * Int32(16)
+                lane_s = half * Int32(g.page_size) + (l32 % Int32(g.page_size // 4)) * Int32(4)
+                shift_s = (l32 >> Int32(4)) * Int32(8) if g.page_size == 64 else None
 
-            regs = _load_chunk(g, kv8, kvs8, table, chunk_start, stride_kv_page, stride_kvs_page, tid, wave)
-            for c in range(Int32(0), chunk_count, Int32(1), unroll=1):
-                gpu.barrier()                             # every wave is done reading the previous chunk
-                _stage_chunk(g, lds, regs, tid)
-                valid = regs[-1]
-                gpu.barrier()
-                tok0 = (chunk_start + c) * Int32(CHUNK_TOKENS)
-                for j in range_constexpr(npg):
-                    if j == npg - 1:                      # prefetch under the last page's MFMAs
-                        if c + Int32(1) < chunk_count:
-                            regs = _load_chunk(g, kv8, kvs8, table, chunk_start + c + Int32(1),
-                                               stride_kv_page, stride_kvs_page, tid, wave)
-                        else:                             # keeps the staged registers dead after the LDS write
-                            regs = _zero_regs(g)
-                    page0 = tok0 + Int32(j * g.page_size)
-                    if (page0 < win_hi) & (page0 + Int32(g.page_size) > win_lo):
-                        ok = (valid & Int32(1 << j)) != Int32(0)
-                        sums = _page_logits(g, lds, j, qa, qs, w, lane_v, lane_s, shift_s)
-                        for pr in range_constexpr(g.tiles_per_page // 2):
-                            val = _fold_pair(sums[2 * pr], sums[2 * pr + 1], lane, half) * weight_scale
-                            val = ok.select(val, fx.Float32(float("-inf")))
-                            tok = page0 + Int32(64 * pr) + lane
-                            B.buffer_store(val, out_rsrc, (tok >= win_lo).select(tok * Int32(4), out_lo))
+                regs = _load_chunk(g, kv8, kvs8, table, chunk_start, stride_kv_page, stride_kvs_page, tid, wave)
+                for c in range(Int32(0), chunk_count, Int32(1), unroll=1):
+                    gpu.barrier()                             # every wave is done reading the previous chunk
+                    _stage_chunk(g, lds, regs, tid)
+                    valid = regs[-1]
+                    gpu.barrier()
+                    tok0 = (chunk_start + c) * Int32(CHUNK_TOKENS)
+                    for j in range_constexpr(npg):
+                        if j == _prefetch_page(g):            # the next chunk's loads, under this chunk's pages
+                            if c + Int32(1) < chunk_count:
+                                regs = _load_chunk(g, kv8, kvs8, table, chunk_start + c + Int32(1),
+                                                   stride_kv_page, stride_kvs_page, tid, wave)
+                            else:                             # keeps the staged registers dead after the LDS write
+                                regs = _zero_regs(g)
+                        page0 = tok0 + Int32(j * g.page_size)
+                        if (page0 < win_hi) & (page0 + Int32(g.page_size) > win_lo):
+                            ok = (valid & Int32(1 << j)) != Int32(0)
+                            sums = _page_logits(g, lds, j, qa, qs, w, lane_v, lane_s, shift_s)
+                            for pr in range_constexpr(g.tiles_per_page // 2):
+                                val = _fold_pair(sums[2 * pr], sums[2 * pr + 1], lane, half) * weight_scale
+                                val = ok.select(val, neg_inf)
+                                tok = page0 + Int32(64 * pr) + lane
+                                B.buffer_store(val, out_rsrc, (tok >= win_lo).select(tok * Int32(4), out_lo))
+                    for j in range_constexpr(npg):            # -inf into the cells of pages not inside the window
+                        page0 = tok0 + Int32(j * g.page_size)
+                        # (fill 0, a converted one-row table: the caller's pre-fill stays put)
+                        if (fill != Int32(0)) & ((page0 < win_lo) | (page0 + Int32(g.page_size) > win_hi)):
+                            for pr in range_constexpr(g.page_size // 64):
+                                tok = page0 + Int32(64 * pr) + lane
+                                seen = (tok >= win_lo) & (tok < win_hi)
+                                B.buffer_store(neg_inf, inf_rsrc, seen.select(msl_bytes, tok * Int32(4)))
+
+            if fill != Int32(0):
+                v_lo, v_hi, g0, n_in = _fill_share((first_row, n_rows, chunk_start, chunk_count),
+                                                   (_global(local_starts, T.i32), _global(local_ends, T.i32)),
+                                                   rows, max_seq_len)
+                for v in range(v_lo, v_hi, Int32(1), unroll=1):
+                    _fill_chunk(v, g0, n_in, inf_rsrc, lane, neg_inf)
 
     @flyc.jit
     def launch(out: fx.Pointer, q: fx.Pointer, q_scale: fx.Pointer, kv_cache: fx.Pointer,

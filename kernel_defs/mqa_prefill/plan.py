@@ -53,8 +53,11 @@ def plan_call(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, row_to_
               n_ctas, check_values: bool = False):
     """The whole decision of one prefill call: (out, plans), the launches to run in order on one stream
     (none when there is nothing to compute): the metadata kernel that builds the internal schedule or
-    converts a one-row-per-CTA table, if any, then the prefill kernel. Checks, and fills `out` with -inf
-    unless an external schedule is given with it. `check_values` validates index values with a host
+    converts a one-row-per-CTA table, if any, then the prefill kernel. Checks; the kernel writes every
+    cell of `out` under a schedule built here (then `out=None` is allocated uninitialized) or by
+    compute_prefill_schedule; a given `out` is filled with -inf here only when nothing is launched, and
+    under a converted one-row-per-CTA table the caller pre-fills it (`out=None` with an external table
+    is allocated filled; docs/families/mqa_prefill.md#operation). `check_values` validates index values with a host
     sync (checked mode); an external table is checked in this kernel's format, after conversion (the
     reference conversion, which the conversion kernel matches bit for bit)."""
     params = check_inputs(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, max_seq_len)
@@ -67,17 +70,19 @@ def plan_call(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, row_to_
     width = None if cta_info is None else check_schedule(cta_info, rows, q_fp4, n_ctas)
     if cta_info is None and parallel_unit_num is not None:
         V.check_int("parallel_unit_num", parallel_unit_num, lo=max(rows, 1))
-    if out is None:
-        out = torch.full((rows, max_seq_len), float("-inf"), dtype=torch.float32, device=q_fp4.device)
-    else:
+    if out is not None:
         check_out(out, rows, max_seq_len, q_fp4)
         V.check_no_overlap("out", out, q_fp4=q_fp4, q_scale=q_scale, kv_cache=kv_cache, kv_scale=kv_scale,
                            block_tables=block_tables, weights=weights, row_to_batch=row_to_batch,
                            local_starts=local_starts, local_ends=local_ends, cta_info=cta_info)
-        if cta_info is None:
-            out.fill_(float("-inf"))
     if rows == 0 or max_seq_len == 0 or block_tables.shape[0] == 0:     # no batch: no row sees a token
-        return out, ()
+        if out is None:
+            return torch.full((rows, max_seq_len), float("-inf"), dtype=torch.float32, device=q_fp4.device), ()
+        return out.fill_(float("-inf")), ()
+    if out is None and cta_info is None:      # the schedule built here has the kernel write every cell
+        out = torch.empty((rows, max_seq_len), dtype=torch.float32, device=q_fp4.device)
+    elif out is None:                         # an external table may leave cells to a fill
+        out = torch.full((rows, max_seq_len), float("-inf"), dtype=torch.float32, device=q_fp4.device)
     checked = cta_info
     first = None
     if cta_info is None:

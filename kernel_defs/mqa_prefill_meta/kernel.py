@@ -4,8 +4,8 @@ groups (one workgroup of GROUP_THREADS lanes, every scalar a runtime argument):
   1. Row pass, blocks of GROUP_THREADS rows: a row starts a group at a batch change or every WAVES rows
      of a run; the run start is an inclusive max-scan of batch-change positions (DPP inside a wave,
      one LDS word per wave across waves, a scalar carried across blocks). A
-     group's first row reads the (at most WAVES) rows of its group and keeps its chunk count in LDS;
-     every other row keeps 0.
+     group's first row reads the (at most WAVES) rows of its group and keeps its chunk count in LDS
+     (at least 1: a group of empty windows gets one slice); every other row keeps 0.
   2. Chunks per slot: a search of fixed length, FIT_POINTS candidates per step (the reference's binary
      search finds the same smallest fit); a step sums ceil(count / s) over the LDS array per candidate
      (exact across lanes and waves, two banks so one barrier per step suffices); each ceil(count / s) is
@@ -159,7 +159,7 @@ def _groups_kernel(name: str):
                 every = fx.max(every, words[w])
             run_start = fx.max(mark, before)
             starts = change | (((r - run_start) & Int32(WAVES - 1)) == Int32(0))
-            count = _group_at(r, n, srcs, max_seq_len, page_size)[3]
+            count = fx.max(_group_at(r, n, srcs, max_seq_len, page_size)[3], Int32(1))   # an empty group: one slice
             B.lds_store(lds, row_in.select(r * Int32(4), spare), starts.select(count, Int32(0)), 1)
             carry = every
         gpu.barrier()
@@ -244,7 +244,7 @@ def _groups_kernel(name: str):
             valid = k < done
             zero = Int32(0)
             fields = [f, n_rows, batch, chunk_lo + part * per_slot, fx.min(per_slot, n_chunks - part * per_slot),
-                      last_page, zero, zero]
+                      last_page, Int32(1), zero]
             _store_slots(cta_info, base, slots, tid, [valid.select(v, zero) for v in fields])
         for base in range(busy, slots, Int32(GROUP_THREADS)):
             _store_slots(cta_info, base, slots, tid, [Int32(0)] * CTA_INFO_INTS)

@@ -5,13 +5,16 @@
   context_lens (docs/families/mqa_prefill.md#operation): row n of batch b sees t <= ctx_b - qlen_b + n; rows at or
   past cu[B] (graph padding) get an empty window; with no batch every row is padding, batch -1.
 - `build_schedule`: the row groups and the per-CTA work list (cta_info, int32 [slots, 8]):
-  (first_row, n_rows, batch, chunk_start, chunk_count, last_page, 0, 0).
+  (first_row, n_rows, batch, chunk_start, chunk_count, last_page, 1, 0).
   A row group is a maximal run of consecutive rows with the same batch, cut every four rows (one
   row per wave, never two batches in one CTA). Its chunks are the CHUNK_TOKENS-token chunks of the
-  union of its rows' non-empty windows (clamped to [0, max_seq_len)); groups whose windows are all
-  empty get no work. Every group's chunk range is cut into slices of `per_slot` chunks, the smallest
-  value whose slice count fits into `slots` (found by a fixed-length binary search); slice k of the
-  flattened list goes to slot k, the remaining slots get chunk_count 0 and exit at once.
+  union of its rows' non-empty windows (clamped to [0, max_seq_len)). Every group's chunk range is
+  cut into slices of `per_slot` chunks, the smallest value whose slice count fits into `slots` (found
+  by a fixed-length binary search); a group whose windows are all empty gets one slice of no chunks
+  (its CTA only writes the rows' -inf). Slice k of the flattened list goes to slot k, the remaining
+  slots get zeros (n_rows 0) and exit at once. The 1 in field 6 tells the kernel to write the -inf of
+  every cell of the group's rows outside their windows (its share of the cells outside the group's
+  chunks, docs/families/mqa_prefill.md#kernel), so the output needs no fill.
   With slots >= rows a fit always exists (there are at most `rows` groups).
 - `from_row_schedule`: the 8-int table of a one-row-per-CTA table (see its docstring).
 """
@@ -82,8 +85,10 @@ def build_schedule(row_to_batch, local_starts, local_ends, *, page_size: int, ma
     batch = rb[first.clamp(max=rows - 1)]
 
     s_max = max(1, -(-max_seq_len // CHUNK_TOKENS))
-    per_slot = smallest_fit(lambda s: ((n_chunks + s - 1) // s).sum(), slots, s_max, dev)
-    units = (n_chunks + per_slot - 1) // per_slot
+    is_group = n_rows > 0
+    slice_chunks = torch.where(is_group, n_chunks.clamp(min=1), torch.zeros_like(n_chunks))  # an empty group: one slice
+    per_slot = smallest_fit(lambda s: ((slice_chunks + s - 1) // s).sum(), slots, s_max, dev)
+    units = (slice_chunks + per_slot - 1) // per_slot
     incl = torch.cumsum(units, dim=0)
     excl = incl - units
 
@@ -94,7 +99,7 @@ def build_schedule(row_to_batch, local_starts, local_ends, *, page_size: int, ma
     start = chunk_lo[g] + part * per_slot
     count = torch.minimum(per_slot, n_chunks[g] - part * per_slot)
     zero = torch.zeros_like(k)
-    fields = [first[g], n_rows[g], batch[g], start, count, last_page[g], zero, zero]
+    fields = [first[g], n_rows[g], batch[g], start, count, last_page[g], torch.ones_like(k), zero]
     info = torch.stack([torch.where(valid, f, zero) for f in fields], dim=1)
     if out is None:
         out = torch.empty(slots, CTA_INFO_INTS, dtype=torch.int32, device=dev)

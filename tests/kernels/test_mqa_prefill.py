@@ -122,8 +122,9 @@ def test_strided_pages_rows_table_and_output():
 
 
 def test_external_schedule_reused_graph_style():
-    """One fixed cta_info buffer and caller pre-filled output, refilled for new windows (replay pattern);
-    slots = rows forces CTAs through several chunks each."""
+    """One fixed cta_info buffer and one output buffer, refilled for new windows (replay pattern) with
+    no -inf fill between the calls (NaN left in it instead): the kernel writes every cell. slots = rows
+    forces CTAs through several chunks each."""
     heads, page, ctx, msl = 64, 64, [1100, 300], 1100
     rows = 5
     case = R.make_case(rows, ctx, heads=heads, page_size=page, max_seq_len=msl, seed=11)
@@ -133,9 +134,35 @@ def test_external_schedule_reused_graph_style():
     for ls, le in (([0, 300, 0, 0, 10], [1100, 1000, 513, 300, 290]), ([5, 0, 700, 0, 0], [9, 0, 1100, 260, 300])):
         ls, le = _i32(ls), _i32(le)
         compute_prefill_schedule(rb, ls, le, page_size=page, max_seq_len=msl, cta_info_out=info)
-        out.fill_(float("-inf"))
+        out.fill_(float("nan"))
         _run(case, rb, ls, le, out=out, cta_info=info, n_ctas=rows)
         _check(out, case, rb, ls, le)
+
+
+# rows (batch, start, end) over a max_seq_len of 1099 (5 chunks, the last one partial): groups whose
+# chunks leave outside chunks below them, above them or none; a batch whose windows are all empty (a
+# group of no chunks); empty windows inside live groups, a one-cell window, windows past max_seq_len.
+# With 11 slots the groups' 12 chunks go two to a slice, with more slots one.
+FILL_ROWS = [(0, 300, 1100), (0, 600, 700), (0, 650, 1), (1, 0, 301), (1, 0, 0), (1, 1000, 1200),
+             (2, 5, 5), (2, 900, 100), (2, 1100, 1100), (0, 260, 261), (0, 513, 768)]
+
+
+@pytest.mark.parametrize("slots", [None, 11, 64])
+def test_every_cell_written_without_a_fill(slots):
+    """The kernel writes every output cell: -inf outside each row's window (the shares of the chunks
+    outside a group's chunks included), so an output full of NaN comes back exactly as an output filled
+    with -inf would, under the op's own schedule and under external ones of few and of many slots."""
+    msl = 1099
+    rb, ls, le = (_i32([r[i] for r in FILL_ROWS]) for i in range(3))
+    case = R.make_case(len(FILL_ROWS), [msl] * 3, heads=64, page_size=64, max_seq_len=msl, seed=21)
+    out = torch.full((len(FILL_ROWS), msl), float("nan"))
+    if slots is None:
+        _run(case, rb, ls, le, out=out, weight_scale=0.5)
+    else:
+        info, n = compute_prefill_schedule(rb, ls, le, page_size=64, max_seq_len=msl, parallel_unit_num=slots)
+        _run(case, rb, ls, le, out=out, cta_info=info, n_ctas=n, weight_scale=0.5)
+    assert not out.isnan().any()
+    _check(out, case, rb, ls, le, 0.5)
 
 
 def test_budget_holds_in_shipped_metadata(store):

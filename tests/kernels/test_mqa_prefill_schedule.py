@@ -71,6 +71,29 @@ def _covered(info, rows, max_seq_len):
     return hits
 
 
+def _written(info, ls, le, rows, max_seq_len):
+    """Stores each (row, token) receives as the kernel's loops act (kernel.py: the slice's chunks, then
+    its share of the group's outside chunks, _fill_share), before the buffer bounds drop those past
+    max_seq_len."""
+    C = CHUNK_TOKENS
+    hits = torch.zeros(rows, -(-max_seq_len // C) * C, dtype=torch.int32)
+    for first, n, _b, start, count, _last, fill, _z in info.tolist():
+        if n == 0:
+            continue
+        own = [(max(int(ls[r]), 0), min(int(le[r]), max_seq_len)) for r in range(first, first + n)]
+        own = [(a, b) for a, b in own if b > a]
+        g0 = min(a for a, _ in own) // C if own else 0
+        n_in = -(-max(b for _, b in own) // C) - g0 if own else 0
+        outside = -(-max_seq_len // C) - n_in
+        per = -(-outside // n_in) if own else outside
+        a, b = (start - g0, start + count - g0) if own else (0, 1)
+        chunks = list(range(start, start + count)) + [v if v < g0 else v + n_in
+                                                       for v in range(min(a * per, outside), min(b * per, outside))]
+        for c in chunks:
+            hits[first:first + n, c * C:(c + 1) * C] += 1
+    return hits[:, :max_seq_len]
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_schedule_covers_every_visible_cell_once(seed):
     rng = random.Random(seed)
@@ -83,10 +106,16 @@ def test_schedule_covers_every_visible_cell_once(seed):
     vis = R.visible(rb, ls, le, max_seq_len)
     hits = _covered(info, rows, max_seq_len)
     assert torch.all(hits[vis] == 1)                    # every visible cell computed by exactly one CTA
+    assert torch.all(_written(info, ls, le, rows, max_seq_len) == 1)     # and every cell stored once
     groups = set()
-    for first, n, b, start, count, last, z0, z1 in info.tolist():
-        if count == 0:
-            assert (first, n, b, start, last, z0, z1) == (0,) * 7
+    for first, n, b, start, count, last, fill, z1 in info.tolist():
+        if n == 0:                                      # an idle slot
+            assert (first, b, start, count, last, fill, z1) == (0,) * 7
+            continue
+        assert fill == 1 and z1 == 0                    # the kernel writes the rows' -inf
+        if count == 0:                                  # a group whose windows are all empty: one slice
+            assert not vis[first:first + n].any() and start == 0 and last == 0
+            groups.add((first, n))
             continue
         assert 1 <= n <= WAVES and torch.all(rb[first:first + n] == b)
         starts_group = first == 0 or rb[first - 1] != b or (first - _run_start(rb, first)) % WAVES == 0
@@ -94,9 +123,10 @@ def test_schedule_covers_every_visible_cell_once(seed):
         window_end = max(int(min(le[r], max_seq_len)) for r in range(first, first + n) if le[r] > ls[r])
         assert last == -(-window_end // page) - 1       # exactly the pages the union window needs
         groups.add((first, n))
-    # groups are maximal: consecutive same-batch rows are only cut every WAVES rows
+    # groups are maximal: consecutive same-batch rows are only cut every WAVES rows, and every row is in
+    # a group (the kernel writes the -inf of every row)
     covered_rows = sorted(r for first, n in groups for r in range(first, first + n))
-    assert len(covered_rows) == len(set(covered_rows))
+    assert covered_rows == list(range(rows))
 
 
 def _run_start(rb, r):
@@ -126,11 +156,13 @@ def test_schedule_uses_the_slots():
     assert int(counts.sum()) == 2 * 64
 
 
-def test_schedule_all_empty_windows_is_idle():
+def test_schedule_all_empty_windows_writes_only_the_inf():
+    """Groups of empty windows get one slice of no chunks each (their CTAs write the rows' -inf)."""
     rb = torch.zeros(5, dtype=torch.int32)
     info = S.build_schedule(rb, torch.full((5,), 9, dtype=torch.int32), torch.full((5,), 3, dtype=torch.int32),
-                            page_size=64, max_seq_len=50, slots=5)
-    assert torch.all(info == 0)
+                            page_size=64, max_seq_len=50, slots=6)
+    assert info[:2].tolist() == [[0, 4, 0, 0, 0, 0, 1, 0], [4, 1, 0, 0, 0, 0, 1, 0]]
+    assert torch.all(info[2:] == 0)
 
 
 def test_spec_set_and_budget():
