@@ -81,7 +81,8 @@ def store(cubins, tmp_path):
 
 
 def _rt(tmp_path, store, **over):
-    return Runtime(make_config(tmp_path, package=store, **over))
+    # a flat store (one target's manifest beside its code objects), seen as FLYAOT_PREBUILT_PATH sees it
+    return Runtime(make_config(tmp_path, extra=(store,), **over))
 
 
 def _plan(name, grid, **args):
