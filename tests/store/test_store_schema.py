@@ -38,8 +38,9 @@ def _drop(d, name):
 
 def _same_key_other_id(m):
     """A second id holding the genuine entry's key: the bogus one would hide the genuine one."""
-    e = dict(_entry(m), id="bogus00000000000000000000", file="bogus00000000000000000000.co")
-    m["specs"]["bogus00000000000000000000"] = e
+    # an id that sorts after every real one: the validator names the later of the two
+    e = dict(_entry(m), id="zzbogus000000000000000000", file="zzbogus000000000000000000.co")
+    m["specs"]["zzbogus000000000000000000"] = e
 
 
 def _rename_spec(m, new):
@@ -111,7 +112,7 @@ DICT_CASES = [
     ("arg-kernarg-size", lambda m: _entry(m).update(kernarg_size=4), "specs.{sid}.kernarg_size",
      "smaller than the arguments"),
     # one entry per spec key
-    ("two-ids-one-key", _same_key_other_id, "specs.bogus00000000000000000000", "is also the key of spec {sid}"),
+    ("two-ids-one-key", _same_key_other_id, "specs.zzbogus000000000000000000", "is also the key of spec {sid}"),
 ]
 
 
