@@ -85,8 +85,17 @@ class Row:
 
 
 # ------------------------------------------------------------------------------------------ upstream
+# Every launch's sample doubles (other strata of the same grid) while its sampling error is above
+# REFINE["target_error"], up to REFINE["factor"] times the family's sample size (--refine-to, --max-refine).
+REFINE = {"target_error": 0.005, "factor": 8}
+
+
+def _refine(samples) -> dict:
+    return {"target_error": REFINE["target_error"], "max_samples": samples * REFINE["factor"]}
+
+
 def _time(launch, samples):
-    res = timing.time_launch(launch, samples=samples, functional=False)
+    res = timing.time_launch(launch, samples=samples, functional=False, **_refine(samples))
     return res, timing.replay(launch)
 
 
@@ -180,21 +189,29 @@ def upstream_gemm(up, row, n, k, m, samples):
 # ------------------------------------------------------------------------------------------ flyaot
 def _recorded(call, samples, phase=0.0):
     from flyaot.runtime.drivers import emu
-    with emu.recording(samples=samples, functional=False, phase=phase) as rec:
+    with emu.recording(samples=samples, functional=False, phase=phase, **_refine(samples)) as rec:
         call()
     return rec.launches
+
+
+def _unwritten(shape):
+    return torch.full(shape, float("nan"))
+
+
+def _charge_fill(row, out):
+    """NaN marks the cells nobody wrote: only the sampled workgroups run, so a NaN left means the op did
+    not fill the output (its kernels write the -inf cells themselves) and the row has no fill term."""
+    if out.isnan().any():
+        row.fill_bytes = 0
 
 
 def flyaot_decode(row, b, nn, ctx_max, heads, samples, phase=0.0):
     from mqa_decode import problem
     from flyaot.ops import pa_mqa_logits_fp4
     args, msl, _ = problem(b, nn, ctx_max, heads, "cpu")
-    # NaN marks the cells nobody wrote: only the sampled workgroups run, so a NaN left means the op did
-    # not fill the output (its kernel writes the -inf cells itself) and the row's time has no fill term.
-    out = torch.full((b * nn, msl), float("nan"))
+    out = _unwritten((b * nn, msl))
     launches = _recorded(lambda: pa_mqa_logits_fp4(*args, msl, next_n=nn, out=out), samples, phase)
-    if out.isnan().any():
-        row.fill_bytes = 0
+    _charge_fill(row, out)
     row.replays += [rep for _, _, rep in launches]
     row.sampling_error = max(r.sampling_error for _, r, _ in launches)
     row.note = " + ".join(name for name, _, _ in launches)
@@ -205,9 +222,10 @@ def flyaot_prefill(row, b, q, kv, samples, phase=0.0):
     from flyaot.ops import compute_prefill_schedule, pa_mqa_logits_fp4_prefill
     tensors, windows, msl = problem(b, q, kv, "cpu")
     info, slots = compute_prefill_schedule(*windows, page_size=PAGE, max_seq_len=msl)
-    out = torch.empty(tensors[0].shape[0], msl)
+    out = _unwritten((tensors[0].shape[0], msl))
     launches = _recorded(lambda: pa_mqa_logits_fp4_prefill(*tensors, *windows, msl, out=out, cta_info=info,
                                                            n_ctas=slots), samples, phase)
+    _charge_fill(row, out)
     row.replays += [rep for _, _, rep in launches]
     row.sampling_error = max(r.sampling_error for _, r, _ in launches)
     row.note = " + ".join(name for name, _, _ in launches)
@@ -376,10 +394,14 @@ def main(argv=None) -> int:
                     help="also model this shape (no measurement; repeatable): decode:BxNEXT_NxMAX_CTX[xHEADS], "
                          "prefill:BxQxKV, gemm:NxKxM; without --rows, only these")
     ap.add_argument("--samples", type=int, default=12, help="workgroups emulated per launch")
-    ap.add_argument("--decode-samples", type=int, default=24,
+    ap.add_argument("--decode-samples", type=int, default=48,
                     help="workgroups emulated per decode launch (cheap ones; ragged contexts need more)")
     ap.add_argument("--prefill-samples", type=int, default=4,
                     help="workgroups emulated per prefill launch (flyaot's walk every chunk of a row)")
+    ap.add_argument("--refine-to", type=float, default=100 * REFINE["target_error"],
+                    help="double a launch's sample while its sampling error is above this many percent")
+    ap.add_argument("--max-refine", type=int, default=REFINE["factor"],
+                    help="... up to this many times the family's sample size (1: never refine)")
     ap.add_argument("--fit-half", type=int, choices=(0, 1), default=0,
                     help="fit on the seed rows 0, 2, 4 ... of each table (0) or 1, 3, 5 ... (1); validate on "
                          "the others")
@@ -394,8 +416,11 @@ def main(argv=None) -> int:
     bad = set(families) - {"decode", "prefill", "gemm"}
     if bad or not families:
         ap.error(f"--only: expected some of decode,prefill,gemm, got {a.only!r}")
-    if min(a.samples, a.decode_samples, a.prefill_samples) < 1:
-        ap.error("--samples, --decode-samples and --prefill-samples must be >= 1")
+    if min(a.samples, a.decode_samples, a.prefill_samples, a.max_refine) < 1:
+        ap.error("--samples, --decode-samples, --prefill-samples and --max-refine must be >= 1")
+    if a.refine_to < 0:
+        ap.error("--refine-to must be >= 0")
+    REFINE.update(target_error=a.refine_to / 100, factor=a.max_refine)
     if a.docs and (not pathlib.Path(a.docs).is_file() or DOCS_BEGIN not in pathlib.Path(a.docs).read_text()):
         ap.error(f"--docs {a.docs}: no {DOCS_BEGIN} block")
     if a.no_fit and not a.aiter:
@@ -419,8 +444,7 @@ def main(argv=None) -> int:
     t0 = time.time()
     for fam, shape, dims, meas, new, floor, fill in jobs:
         ru = Row(fam, shape, "upstream", meas, new, floor, fill)
-        # flyaot's prefill kernel writes every output cell, -inf included: its op has no fill
-        rf = Row(fam, shape, "flyaot", None, new, floor, 0 if fam == "prefill" else fill)
+        rf = Row(fam, shape, "flyaot", None, new, floor, fill)
         upstream.append(ru)
         ours.append(rf)
         runs = [("flyaot", rf, {"decode": flyaot_decode, "prefill": flyaot_prefill, "gemm": flyaot_gemm}[fam])]

@@ -87,16 +87,45 @@ def occupancy(facts, waves_per_wg: int) -> tuple[int, str]:
     return max(1, limits[name]), name
 
 
+_GOLDEN = 0.6180339887498949           # offsets of successive strata: the golden ratio's fraction
+
+
 def sample_ids(grid, samples: int, phase: float = 0.0) -> list:
-    """Evenly spaced workgroup ids (x fastest), at most `samples` of them: one per stratum of
-    total / samples consecutive workgroups, `phase` (0 <= phase < 1) of the way into it."""
+    """At most `samples` workgroup ids (x fastest): one per stratum of total / samples consecutive
+    workgroups, every one of them when the grid has no more than that. The offset into stratum k is
+    the fraction of phase + k x golden ratio: equal offsets would put every sample on the same column
+    of a tiled grid whose row length divides the stratum (x = 0 at phase 0), and the work of causal or
+    ragged grids changes along the columns. phase (0 <= phase < 1) picks another such sample."""
     if not 0.0 <= phase < 1.0:
         raise ValueError(f"sample_ids: phase must be in [0, 1), got {phase}")
     gx, gy, gz = grid
     total = gx * gy * gz
     n = min(total, max(1, samples))
-    flat = sorted({int((k + phase) * total / n) for k in range(n)})
-    return [(f % gx, (f // gx) % gy, f // (gx * gy)) for f in flat]
+    flat = [min(total - 1, int((k + (phase + k * _GOLDEN) % 1.0) * total / n)) for k in range(n)]
+    return [_xyz(grid, f) for f in sorted(set(flat))]
+
+
+def refined_ids(grid, ids: list) -> list:
+    """The workgroups that double a sample of sample_ids: each stratum split in two halves, and in
+    the half without a sample, the id half a stratum away from the stratum's sample (a sample of 2n
+    strata, one per stratum). Strata of one workgroup cannot split: [] when none can."""
+    gx, gy, gz = grid
+    total = gx * gy * gz
+    flat = sorted(f[0] + gx * (f[1] + gy * f[2]) for f in ids)
+    n = len(flat)
+    have, new = set(flat), []
+    for k, f in enumerate(flat):
+        lo, hi = k * total / n, (k + 1) * total / n
+        other = int(lo + ((f - lo) + (hi - lo) / 2) % (hi - lo))
+        if hi - lo >= 2 and other not in have:
+            have.add(other)
+            new.append(other)
+    return [_xyz(grid, f) for f in new]
+
+
+def _xyz(grid, f: int) -> tuple:
+    gx, gy, _ = grid
+    return (f % gx, (f // gx) % gy, f // (gx * gy))
 
 
 def serving_levels(traced: Traced) -> list:
@@ -158,14 +187,19 @@ def rates_for(params: Params, active_cus: int, levels=()) -> CU.Rates:
 
 
 def time_launch(launch, *, samples: int = 16, rounds: int = 2, functional: bool = True,
-                params: Params = Params(), phase: float = 0.0) -> Timing:
+                params: Params = Params(), phase: float = 0.0, target_error: float = 0.0,
+                max_samples: int = 0) -> Timing:
     """Run `launch` (machine.Launch) with a sample of its workgroups traced, then model its time.
 
+    A grid of at most one workgroup per CU is traced whole: its time is its slowest workgroup's.
     functional=True runs every workgroup (results complete and bit-identical to an untimed run);
-    False runs only the sampled workgroups (for timing studies where the outputs are not used).
+    False runs only the sampled workgroups (for timing studies where the outputs are not used), and
+    then, while the sampling error is above `target_error` and the sample below `max_samples`, doubles
+    the sample (refined_ids: twice the strata) and models again.
     """
     grid = launch.grid
-    ids = sample_ids(grid, samples, phase)
+    total = grid[0] * grid[1] * grid[2]
+    ids = sample_ids(grid, total if total <= T.CUS else samples, phase)
     if launch.probe is not None:
         raise ValueError("time_launch: the launch already has a probe (the tracer is one)")
     tracer = Tracer(launch.prep, set(ids))
@@ -176,8 +210,23 @@ def time_launch(launch, *, samples: int = 16, rounds: int = 2, functional: bool 
         else:
             for wg in ids:
                 launch.run_workgroup(wg)
+        res = _modeled(launch, tracer, ids, rounds, params)
+        # the error needs two halves of at least two workgroups each: a smaller sample grows first
+        while not functional and (res.sampling_error > target_error or len(ids) < 4) and len(ids) < max_samples:
+            more = refined_ids(grid, ids)[:max_samples - len(ids)]
+            if not more:
+                break
+            tracer.traced.update(more)
+            for wg in more:
+                launch.run_workgroup(wg)
+            ids = sorted(ids + more, key=lambda i: (i[2], i[1], i[0]))
+            res = _modeled(launch, tracer, ids, rounds, params)
     finally:
         launch.probe = None
+    return res
+
+
+def _modeled(launch, tracer, ids, rounds, params) -> Timing:
     launch.timing_trace = Traced.of(launch, tracer, ids)   # lets a caller re-model it with other Params
     return model(launch.timing_trace, rounds=rounds, params=params)
 
@@ -198,11 +247,16 @@ def model(traced: Traced, *, rounds=2, params=Params(), error=True) -> Timing:
     def estimate(sample, stats=None):
         if per_cu == 1:
             return max(CU.simulate(ops, [wg], slots, rates, stats) for wg in sample)
-        # every sampled workgroup runs at least once (a stream of only the first few would leave
-        # the rest of the sample unused when few workgroups fit on a CU)
+        # the busiest CU's stream, at most per_cu workgroups long; a sample longer than that is cut
+        # into interleaved streams (every sampled workgroup runs once) whose estimates are averaged
         n_sim = min(per_cu, max(concurrent * rounds, len(sample)))
-        stream = [sample[k % len(sample)] for k in range(n_sim)]
-        return CU.simulate(ops, stream, slots, rates, stats) * per_cu / n_sim
+        groups = -(-len(sample) // n_sim)
+        runs = []
+        for g in range(groups):
+            part = sample[g::groups]
+            stream = [part[k % len(part)] for k in range(n_sim)]
+            runs.append(CU.simulate(ops, stream, slots, rates, stats if g == 0 else None))
+        return sum(runs) / groups * per_cu / n_sim
 
     stats = {}
     cycles = estimate(traces, stats)
@@ -217,4 +271,5 @@ def model(traced: Traced, *, rounds=2, params=Params(), error=True) -> Timing:
                   wave_instructions=ninstr)
 
 
-__all__ = ["Params", "Timing", "Traced", "time_launch", "model", "occupancy", "sample_ids", "serving_levels"]
+__all__ = ["Params", "Timing", "Traced", "time_launch", "model", "occupancy", "sample_ids", "refined_ids",
+           "serving_levels"]

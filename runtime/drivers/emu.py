@@ -29,12 +29,16 @@ def sanitizing():
 
 
 @contextlib.contextmanager
-def recording(params=None, samples: int = 16, functional: bool = True, phase: float = 0.0):
+def recording(params=None, samples: int = 16, functional: bool = True, phase: float = 0.0,
+              target_error: float = 0.0, max_samples: int = 0):
     """Model every emulator launch this context makes inside the block; yields the emulator's
     timing Recorder, whose `launches` lists (kernel name, Timing, replay) in launch order.
-    `phase` shifts the sampled workgroups within their strata (another sample of the same grid)."""
+    `phase` shifts the sampled workgroups within their strata (another sample of the same grid);
+    with functional=False the sample doubles while its error is above `target_error`, up to
+    `max_samples` (timing.time_launch)."""
     from flyaot.emu import timing
-    rec = timing.Recorder(params if params is not None else timing.Params(), samples, functional, phase=phase)
+    rec = timing.Recorder(params if params is not None else timing.Params(), samples, functional, phase=phase,
+                          target_error=target_error, max_samples=max_samples)
     token = _recorder.set(rec)
     try:
         yield rec

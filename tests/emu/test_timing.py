@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from exec_helpers import EXEC, Operand, c, ins, lit, program, s, sp, v
+from exec_helpers import EXEC, Operand, c, ins, label, lit, program, s, sp, v
 from flyaot.emu import timing
 from flyaot.emu.isa.gfx950 import timing as T
 from flyaot.emu.machine import Launch, Prepared
@@ -313,3 +313,63 @@ def test_capacities_bound_the_cache_levels():
     hot, cold = timing.serving_levels(mixed)
     assert hot == pytest.approx(timing.serving_levels(traced)[0]) and cold[0] < hot[0]
     assert cold[0] < 1.1 * T.L2_BYTES_PER_XCD / (16 * T.L2_BYTES_PER_XCD)   # each L2 holds what room is left
+
+
+# ----- sampling: which workgroups are traced, and how the sample grows -----
+def _flat(grid, ids):
+    return sorted(x + grid[0] * (y + grid[1] * z) for x, y, z in ids)
+
+
+def test_samples_are_one_per_stratum_on_varying_columns():
+    grid = (32, 64, 1)                  # a row-major tiling whose row length divides the stratum (128)
+    total, n = 32 * 64, 16
+    for phase in (0.0, 0.5):
+        ids = timing.sample_ids(grid, n, phase)
+        assert [f * n // total for f in _flat(grid, ids)] == list(range(n))
+        assert len({x for x, _, _ in ids}) > n // 2      # equal offsets would give x = 0 sixteen times
+    assert not set(timing.sample_ids(grid, n, 0.0)) & set(timing.sample_ids(grid, n, 0.5))
+    assert _flat((5, 1, 1), timing.sample_ids((5, 1, 1), 9)) == [0, 1, 2, 3, 4]
+
+
+def test_refined_sample_has_one_workgroup_per_half_stratum():
+    grid = (1000, 3, 1)
+    ids = timing.sample_ids(grid, 12, 0.25)
+    for _ in range(3):
+        more = timing.refined_ids(grid, ids)
+        assert len(more) == len(ids) and not set(more) & set(ids)
+        ids = ids + more
+        n = len(ids)
+        assert [f * n // 3000 for f in _flat(grid, ids)] == list(range(n))
+    tiny = timing.sample_ids((4, 1, 1), 4)
+    assert timing.refined_ids((4, 1, 1), tiny) == []       # strata of one workgroup cannot split
+
+
+def _uneven_launch(grid):
+    """Odd workgroups (s2 = workgroup id x) run 40 more VALU instructions than even ones."""
+    skip = 0x100 + 4 * (3 + 40)
+    body = [ins("s_and_b32", [s(3)], [s(2), c(1)], enc="SOP2"),
+            ins("s_cmp_eq_u32", [], [s(3), c(0)], enc="SOPC"),
+            ins("s_cbranch_scc1", [], [label(skip)], enc="SOPP")]
+    body += [ins("v_add_f32", [v(1)], [v(1), v(0)], enc="VOP2")] * 40
+    return Launch(Prepared(program(body + [END])), grid, (64, 1, 1), b"", Memory())
+
+
+def test_a_grid_of_at_most_one_workgroup_per_cu_is_traced_whole():
+    res = timing.time_launch(_uneven_launch((T.CUS, 1, 1)), samples=2, functional=False, params=TABLE)
+    assert res.sampled == T.CUS
+    # the slowest workgroup sets the time: an odd one, which a 2-sample (x = 0, x = 128) would miss
+    odd = timing.time_launch(_uneven_launch((1, 1, 1)), params=TABLE)
+    assert res.cycles > odd.cycles * 0.99 and res.cycles > timing.time_launch(
+        _uneven_launch((2, 1, 1)), params=TABLE).cycles * 0.99
+
+
+def test_sample_doubles_while_its_error_is_above_the_target():
+    grid = (T.CUS * 64, 1, 1)
+    first = timing.time_launch(_uneven_launch(grid), samples=3, functional=False, params=TABLE)
+    assert first.sampled == 3                                       # no target: the sample as asked
+    grown = timing.time_launch(_uneven_launch(grid), samples=3, functional=False, params=TABLE,
+                               target_error=0.0, max_samples=24)
+    assert grown.sampled == 24                                      # 3 -> 6 -> 12 -> 24, the cap
+    done = timing.time_launch(_uneven_launch(grid), samples=3, functional=False, params=TABLE,
+                              target_error=1.0, max_samples=24)
+    assert done.sampled == 6                                        # the error needs 4: 3 -> 6, then within
