@@ -1,7 +1,7 @@
 """Modeled MI355X kernel times (the emulator's timing model) against the seed tables' measurements.
 
-    python benchmarks/gfx950_model.py [--aiter DIR [--no-fit]] [--json PATH] [--only decode,prefill,gemm]
-        [--rows decode:0,gemm:1] [--samples N] [--repeat] [--plot DIR]
+    python benchmarks/gfx950_model.py [--aiter DIR [--no-fit] [--swapped]] [--json PATH] [--only decode,prefill,gemm]
+        [--rows decode:0,gemm:1] [--samples N] [--refine-to PCT] [--max-refine K] [--repeat] [--plot DIR]
 
 DIR is a local aiter checkout holding its FlyDSL A16WFP4 GEMM and FP4 MQA kernels (e.g. ROCm/aiter at
 commit cae82635, the code the seed tables timed). Its kernels are compiled with this build's FlyDSL
@@ -405,6 +405,9 @@ def main(argv=None) -> int:
     ap.add_argument("--fit-half", type=int, choices=(0, 1), default=0,
                     help="fit on the seed rows 0, 2, 4 ... of each table (0) or 1, 3, 5 ... (1); validate on "
                          "the others")
+    ap.add_argument("--swapped", action="store_true",
+                    help="with --aiter: also fit on the other half of the rows and print that split's "
+                         "parameters and fit/validation errors (the fit's minutes once more)")
     ap.add_argument("--repeat", action="store_true",
                     help="model every flyaot row a second time from other workgroups of the same grid and "
                          f"print how far the two estimates differ (goal <= {100 * STABILITY_GOAL:.0f}%%)")
@@ -425,6 +428,8 @@ def main(argv=None) -> int:
         ap.error(f"--docs {a.docs}: no {DOCS_BEGIN} block")
     if a.no_fit and not a.aiter:
         ap.error("--no-fit needs --aiter (without it nothing is fitted)")
+    if a.swapped and not a.aiter:
+        ap.error("--swapped needs --aiter (without it nothing is fitted)")
     if a.aiter and not pathlib.Path(a.aiter).is_dir():
         ap.error(f"--aiter {a.aiter}: not a folder")
     if a.plot:
@@ -468,7 +473,7 @@ def main(argv=None) -> int:
                 rf.failed = f"repeat: {type(e).__name__}: {e}"[:200]
     report = Tee(sys.stdout)
     with contextlib.redirect_stdout(report):
-        params, host_us, out = tables(upstream, ours, up is not None, not a.no_fit, a.fit_half)
+        params, host_us, out = tables(upstream, ours, up is not None, not a.no_fit, a.fit_half, a.swapped)
         if a.repeat:
             stability(ours, params)
         print(f"\ntotal {time.time() - t0:.0f}s. Modeled times are outputs of a calibrated model, not measurements.")
@@ -519,11 +524,11 @@ def replace_block(path: pathlib.Path, report: str) -> None:
     write_atomic(path, f"{head}{DOCS_BEGIN}\n```\n{report}\n```\n{DOCS_END}{tail}")
 
 
-def tables(upstream, ours, calibrated: bool, refit: bool = True, half: int = 0):
+def tables(upstream, ours, calibrated: bool, refit: bool = True, half: int = 0, swapped: bool = False):
     """Print the calibration (when upstream ran; refit=False: on the shipped parameters) and the
     flyaot table; (Params, host_us, JSON rows)."""
     if calibrated:
-        params, host_us = calibrate(upstream, refit, half)
+        params, host_us = calibrate(upstream, refit, half, swapped)
     else:
         params, host_us = timing.Params(), 0.0
     print("\nflyaot vs upstream on the model (us; floor = max of its HBM, MFMA, VALU terms; dev = device time: "
@@ -577,21 +582,16 @@ def write_atomic(path: pathlib.Path, text: str) -> None:
     tmp.replace(path)
 
 
-def calibrate(upstream, refit: bool = True, half: int = 0):
-    """Fit on every other modeled upstream row of each family, from row `half` on (or, refit=False,
-    take the shipped parameters), validate on the rest; print both halves and the parameters'
-    physical checks."""
+def split(upstream, half: int) -> list:
+    """Mark every other modeled upstream row of each family, from row `half` on, as a fit row; return them."""
     for fam in ("decode", "prefill", "gemm"):
         reach = [r for r in upstream if r.family == fam and r.replays and r.measured is not None]
         for i, r in enumerate(reach):
             r.fit = i % 2 == half
-    fitted = [r for r in upstream if r.fit]
-    if refit and fitted:
-        params, host_us = fit(fitted)
-        head = f"fitted on {len(fitted)} rows"
-    else:
-        params, host_us = timing.Params(), T.EAGER_HOST_US
-        head = "shipped parameters (no refit)"
+    return [r for r in upstream if r.fit]
+
+
+def print_params(head, params, host_us) -> None:
     print(f"\n{head}: launch_us={params.launch_us:.2f} "
           + " ".join(f"{name}={getattr(params, name)}" for name in GRID)
           + f" eager_host_us={host_us:.1f} (GEMM table only)")
@@ -599,10 +599,42 @@ def calibrate(upstream, refit: bool = True, half: int = 0):
         lo, hi = PHYSICAL[name]
         print(f"  {name:21s} {v:<6} grid {GRID[name][0]}..{GRID[name][-1]}, physical [{lo}, {hi}]: "
               + ("ok" if ok else f"NOT PHYSICAL ({why})"))
+
+
+def summary(upstream, params, host_us) -> dict:
+    """{True: fit errors, False: validation errors} of the modeled upstream rows."""
+    halves = {True: [], False: []}
+    for r in upstream:
+        mod = r.modeled(params, host_us) if r.measured is not None else None
+        if mod is not None:
+            halves[r.fit].append(error(mod, r.measured))
+    return halves
+
+
+def print_summary(halves, prefix="") -> None:
+    for half, name in ((True, "fit"), (False, "validation")):
+        es = halves[half]
+        if es:
+            inside = sum(abs(e) <= 0.30 for e in es)
+            print(f"{prefix}{name}: {len(es)} rows, geomean |error| {100 * geomean_abs(es):.1f}%, "
+                  f"max |error| {100 * max(map(abs, es)):.1f}%, within +-30%: {inside}/{len(es)}")
+
+
+def calibrate(upstream, refit: bool = True, half: int = 0, swapped: bool = False):
+    """Fit on every other modeled upstream row of each family, from row `half` on (or, refit=False,
+    take the shipped parameters), validate on the rest; print both halves and the parameters'
+    physical checks. swapped: also fit on the other half and print that split's parameters and errors."""
+    fitted = split(upstream, half)
+    if refit and fitted:
+        params, host_us = fit(fitted)
+        head = f"fitted on {len(fitted)} rows"
+    else:
+        params, host_us = timing.Params(), T.EAGER_HOST_US
+        head = "shipped parameters (no refit)"
+    print_params(head, params, host_us)
     print()
     print("Calibration (upstream kernels, modeled vs measured on MI355X)")
     print(f"{'family':8s} {'shape':18s} {'half':4s} {'modeled':>9s} {'measured':>9s} {'error':>7s} {'samp':>5s}")
-    halves = {True: [], False: []}
     for r in upstream:
         if r.measured is None:
             continue
@@ -610,16 +642,16 @@ def calibrate(upstream, refit: bool = True, half: int = 0):
         if mod is None:
             print(f"{r.family:8s} {r.shape:18s} {'-':4s} {'-':>9s} {r.measured:9.2f} {'-':>7s}   FAILED")
             continue
-        e = error(mod, r.measured)
-        halves[r.fit].append(e)
         print(f"{r.family:8s} {r.shape:18s} {'fit' if r.fit else 'val':4s} {mod:9.2f} {r.measured:9.2f} "
-              f"{100 * e:+6.1f}% {100 * r.sampling_error:4.1f}%  {r.note}")
-    for half, name in ((True, "fit"), (False, "validation")):
-        es = halves[half]
-        if es:
-            inside = sum(abs(e) <= 0.30 for e in es)
-            print(f"{name}: {len(es)} rows, geomean |error| {100 * geomean_abs(es):.1f}%, "
-                  f"max |error| {100 * max(map(abs, es)):.1f}%, within +-30%: {inside}/{len(es)}")
+              f"{100 * error(mod, r.measured):+6.1f}% {100 * r.sampling_error:4.1f}%  {r.note}")
+    print_summary(summary(upstream, params, host_us))
+    if swapped:
+        other = split(upstream, 1 - half)
+        if other:
+            p2, h2 = fit(other)
+            print_params(f"swapped split (fit on the other half, {len(other)} rows)", p2, h2)
+            print_summary(summary(upstream, p2, h2), prefix="swapped split ")
+        split(upstream, half)
     return params, host_us
 
 
