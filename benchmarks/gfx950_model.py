@@ -194,24 +194,23 @@ def _recorded(call, samples, phase=0.0):
     return rec.launches
 
 
-def _unwritten(shape):
-    return torch.full(shape, float("nan"))
-
-
-def _charge_fill(row, out):
-    """NaN marks the cells nobody wrote: only the sampled workgroups run, so a NaN left means the op did
-    not fill the output (its kernels write the -inf cells themselves) and the row has no fill term."""
-    if out.isnan().any():
+def _recorded_fill(row, call, samples, phase, shape):
+    """_recorded(call(out)) for an output of `shape`, and the row's -inf fill kept only when the op
+    fills that output itself."""
+    from flyaot.ops.modeled import FillWatch
+    watch = FillWatch(torch.empty(shape))
+    launches = _recorded(lambda: call(watch.out), samples, phase)
+    if not watch.filled:
         row.fill_bytes = 0
+    return launches
 
 
 def flyaot_decode(row, b, nn, ctx_max, heads, samples, phase=0.0):
     from mqa_decode import problem
     from flyaot.ops import pa_mqa_logits_fp4
     args, msl, _ = problem(b, nn, ctx_max, heads, "cpu")
-    out = _unwritten((b * nn, msl))
-    launches = _recorded(lambda: pa_mqa_logits_fp4(*args, msl, next_n=nn, out=out), samples, phase)
-    _charge_fill(row, out)
+    launches = _recorded_fill(row, lambda out: pa_mqa_logits_fp4(*args, msl, next_n=nn, out=out), samples, phase,
+                              (b * nn, msl))
     row.replays += [rep for _, _, rep in launches]
     row.sampling_error = max(r.sampling_error for _, r, _ in launches)
     row.note = " + ".join(name for name, _, _ in launches)
@@ -222,10 +221,9 @@ def flyaot_prefill(row, b, q, kv, samples, phase=0.0):
     from flyaot.ops import compute_prefill_schedule, pa_mqa_logits_fp4_prefill
     tensors, windows, msl = problem(b, q, kv, "cpu")
     info, slots = compute_prefill_schedule(*windows, page_size=PAGE, max_seq_len=msl)
-    out = _unwritten((tensors[0].shape[0], msl))
-    launches = _recorded(lambda: pa_mqa_logits_fp4_prefill(*tensors, *windows, msl, out=out, cta_info=info,
-                                                           n_ctas=slots), samples, phase)
-    _charge_fill(row, out)
+    launches = _recorded_fill(row, lambda out: pa_mqa_logits_fp4_prefill(*tensors, *windows, msl, out=out,
+                                                                          cta_info=info, n_ctas=slots),
+                              samples, phase, (tensors[0].shape[0], msl))
     row.replays += [rep for _, _, rep in launches]
     row.sampling_error = max(r.sampling_error for _, r, _ in launches)
     row.note = " + ".join(name for name, _, _ in launches)

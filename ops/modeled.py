@@ -34,11 +34,27 @@ def _decode(b, next_n, ctx, heads=64):
     w = torch.randn(b * next_n, heads, generator=g).to(torch.bfloat16)
     cl = torch.full((b,), ctx, dtype=torch.int32)
     args = (q, qs, kv.kv_cache, kv.kv_scale, kv.block_tables, w, cl)
-    # NaN marks the cells nobody wrote (only sampled workgroups run): a NaN left after the call means the
-    # op filled nothing (its kernel writes the -inf cells), so there is no fill to price.
-    out = torch.full((b * next_n, ctx), float("nan"))
-    return (lambda: pa_mqa_logits_fp4(*args, ctx, next_n=next_n, out=out),
-            lambda: 0 if out.isnan().any() else b * next_n * ctx * 4)
+    watch = FillWatch(torch.empty((b * next_n, ctx)))
+    # priced only when the op fills `out` itself (the staged path); the direct kernel writes the -inf cells
+    return (lambda: pa_mqa_logits_fp4(*args, ctx, next_n=next_n, out=watch.out),
+            lambda: b * next_n * ctx * 4 if watch.filled else 0)
+
+
+class FillWatch:
+    """Whether an op call fills `out` with `fill_` (the ops' -inf pre-fill): the output cannot tell,
+    since a grid traced whole writes every cell either way. `watch.out` is `out` as a subclass that
+    records its fill_ calls; pass it to the op."""
+
+    def __init__(self, out: torch.Tensor):
+        self.filled = False
+        watch = self
+
+        class _Watched(torch.Tensor):
+            def fill_(self, value):
+                watch.filled = True
+                return super().fill_(value)
+
+        self.out = out.as_subclass(_Watched)
 
 
 def _prefill(b, q, kv, heads=64):
