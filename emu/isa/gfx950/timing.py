@@ -60,9 +60,9 @@ LDS_MIN_CYCLES = 2          # LDS pipe time of a conflict-free wave64 dword acce
 
 # ----- fitted global parameters (benchmarks/gfx950_model.py, fit half of the seed rows) -----
 LAUNCH_US = 1.3             # fixed cost per op call (dispatch, ramp-up, end of kernel, auxiliary kernels)
-MEM_LATENCY_SCALE = 0.35    # multiplies the L1 / L2 / MALL / HBM / store latencies
+MEM_LATENCY_SCALE = 0.5     # multiplies the L1 / L2 / MALL / HBM / store latencies
 BANDWIDTH_EFFICIENCY = 1.0  # achieved share of every level's peak bandwidth
-VALU_SCALE = 0.85           # multiplies the VALU cycle table
+VALU_SCALE = 1.0            # multiplies the VALU cycle table
 SCALED_CVT_CYCLES = 16      # VALU cycles of one v_cvt_scalef32_* (MX block-scaled conversion), not scaled
 EAGER_HOST_US = 5.5         # not part of the model: the host cost of an eager launch in the GEMM seed table
 WORKGROUP_DISPATCH_CYCLES = 100   # a CU starts the next workgroup this long after a slot frees
