@@ -72,30 +72,40 @@ class Row:
         self.sampling_error = 0.0
         self.eager = family == "gemm"     # its table timed eager launches, the MQA tables graph replays
 
-    def device(self, params: timing.Params) -> float | None:
-        """The op's device time: its kernels plus its -inf fill (if it fills), no launch or host term."""
+    def device(self, params: timing.Params, fill: bool = True) -> float | None:
+        """The op's device time: its kernels plus its -inf fill (if it fills and `fill`), no launch or
+        host term."""
         if not self.replays:
             return None
         us = sum(r(params).kernel_us for r in self.replays)
-        return us + self.fill_bytes / (T.HBM_BYTES_PER_S * min(1.0, params.bandwidth_efficiency)) * 1e6
+        if fill:
+            us += self.fill_bytes / (T.HBM_BYTES_PER_S * min(1.0, params.bandwidth_efficiency)) * 1e6
+        return us
 
-    def modeled(self, params: timing.Params, host_us: float = 0.0) -> float | None:
-        dev = self.device(params)
+    def modeled(self, params: timing.Params, host_us: float = 0.0, fill: bool = True) -> float | None:
+        dev = self.device(params, fill)
         return None if dev is None else dev + params.launch_us + (host_us if self.eager else 0.0)
+
+    def timed(self, params: timing.Params, host_us: float = 0.0) -> float | None:
+        """The modeled counterpart of the row's measurement: the MQA tables state median kernel times,
+        so their op's -inf fill (a kernel of its own) is not in them; the GEMM table's eager launches
+        carry the host cost."""
+        return self.modeled(params, host_us, fill=False)
 
 
 # ------------------------------------------------------------------------------------------ upstream
 # Every launch's sample doubles (other strata of the same grid) while its sampling error is above
-# REFINE["target_error"], up to REFINE["factor"] times the family's sample size (--refine-to, --max-refine).
-REFINE = {"target_error": 0.005, "factor": 8}
+# REFINE["target_error"], up to REFINE["factor"][family] times the family's sample size (--refine-to,
+# --max-refine). A GEMM's tiles are alike and heavy to trace: its sample rarely needs more, and costs most.
+REFINE = {"target_error": 0.005, "factor": {"decode": 8, "prefill": 8, "gemm": 2}}
 
 
-def _refine(samples) -> dict:
-    return {"target_error": REFINE["target_error"], "max_samples": samples * REFINE["factor"]}
+def _refine(samples, family) -> dict:
+    return {"target_error": REFINE["target_error"], "max_samples": samples * REFINE["factor"][family]}
 
 
-def _time(launch, samples):
-    res = timing.time_launch(launch, samples=samples, functional=False, **_refine(samples))
+def _time(launch, samples, family):
+    res = timing.time_launch(launch, samples=samples, functional=False, **_refine(samples, family))
     return res, timing.replay(launch)
 
 
@@ -122,7 +132,7 @@ def upstream_decode(up, row, b, nn, ctx_max, heads, samples):
     code, kern = AK.compile_with(launcher, vals + [pgrid, None])
     L = AK.launch(code, kern, (pgrid, 1, 1), (threads, 1, 1), AK.pack_kernarg(kern, vals),
                   [out, q, qs, kv, kvs, bt, w, cta])
-    res, rep = _time(L, samples)
+    res, rep = _time(L, samples, row.family)
     row.replays.append(rep)
     row.sampling_error = res.sampling_error
     return res
@@ -169,7 +179,7 @@ def upstream_prefill(up, row, b, q, kv, samples):
     code, kern = AK.compile_with(launcher, vals + [slots, None])
     L = AK.launch(code, kern, (slots, 1, 1), (threads, 1, 1), AK.pack_kernarg(kern, vals),
                   [out, qf, qs, kvc, kvs, bt, w, cta])
-    res, rep = _time(L, samples)
+    res, rep = _time(L, samples, row.family)
     row.replays.append(rep)
     row.sampling_error = res.sampling_error
     return res
@@ -179,7 +189,7 @@ def upstream_gemm(up, row, n, k, m, samples):
     import aiter_kernels as AK
     a = torch.randn(m, k, generator=torch.Generator().manual_seed(0)).to(torch.bfloat16)
     L, note = AK.gemm_launch(up, n, k, m, a)
-    res, rep = _time(L, samples)
+    res, rep = _time(L, samples, row.family)
     row.replays.append(rep)
     row.sampling_error = res.sampling_error
     row.note = "cfg " + note
@@ -187,9 +197,9 @@ def upstream_gemm(up, row, n, k, m, samples):
 
 
 # ------------------------------------------------------------------------------------------ flyaot
-def _recorded(call, samples, phase=0.0):
+def _recorded(call, samples, family, phase=0.0):
     from flyaot.runtime.drivers import emu
-    with emu.recording(samples=samples, functional=False, phase=phase, **_refine(samples)) as rec:
+    with emu.recording(samples=samples, functional=False, phase=phase, **_refine(samples, family)) as rec:
         call()
     return rec.launches
 
@@ -199,7 +209,7 @@ def _recorded_fill(row, call, samples, phase, shape):
     fills that output itself."""
     from flyaot.ops.modeled import FillWatch
     watch = FillWatch(torch.empty(shape))
-    launches = _recorded(lambda: call(watch.out), samples, phase)
+    launches = _recorded(lambda: call(watch.out), samples, row.family, phase)
     if not watch.filled:
         row.fill_bytes = 0
     return launches
@@ -237,7 +247,7 @@ def flyaot_gemm(row, n, k, m, samples, phase=0.0):
     prep = prepare_mxfp4_weight(w, s)
     x = torch.randn(m, k, generator=g).to(torch.bfloat16)
     out = torch.empty(m, n, dtype=torch.bfloat16)
-    launches = _recorded(lambda: gemm_a16wfp4(x, prep, out=out), samples, phase)
+    launches = _recorded(lambda: gemm_a16wfp4(x, prep, out=out), samples, row.family, phase)
     row.replays += [rep for _, _, rep in launches]
     row.sampling_error = max(r.sampling_error for _, r, _ in launches)
     row.note = " + ".join(name for name, _, _ in launches)
@@ -336,7 +346,7 @@ def fit(rows):
         key = tuple(getattr(p, name) for name in GRID)
         if key not in cache:
             base = timing.Params(launch_us=0.0, **dict(zip(GRID, key)))
-            pre = [(r.modeled(base), r.measured, r.eager) for r in rows]
+            pre = [(r.timed(base), r.measured, r.eager) for r in rows]
             cache[key] = min((sum(math.log((m + g + (h if e else 0.0)) / meas) ** 2 for m, meas, e in pre), g, h)
                              for g, h in overheads)
         return cache[key]
@@ -392,14 +402,15 @@ def main(argv=None) -> int:
                     help="also model this shape (no measurement; repeatable): decode:BxNEXT_NxMAX_CTX[xHEADS], "
                          "prefill:BxQxKV, gemm:NxKxM; without --rows, only these")
     ap.add_argument("--samples", type=int, default=12, help="workgroups emulated per launch")
-    ap.add_argument("--decode-samples", type=int, default=48,
+    ap.add_argument("--decode-samples", type=int, default=96,
                     help="workgroups emulated per decode launch (cheap ones; ragged contexts need more)")
     ap.add_argument("--prefill-samples", type=int, default=4,
                     help="workgroups emulated per prefill launch (flyaot's walk every chunk of a row)")
     ap.add_argument("--refine-to", type=float, default=100 * REFINE["target_error"],
                     help="double a launch's sample while its sampling error is above this many percent")
-    ap.add_argument("--max-refine", type=int, default=REFINE["factor"],
-                    help="... up to this many times the family's sample size (1: never refine)")
+    ap.add_argument("--max-refine", type=int, default=None,
+                    help="... up to this many times the family's sample size, every family (1: never refine; "
+                         "default: " + ", ".join(f"{k} {v}" for k, v in REFINE["factor"].items()) + ")")
     ap.add_argument("--fit-half", type=int, choices=(0, 1), default=0,
                     help="fit on the seed rows 0, 2, 4 ... of each table (0) or 1, 3, 5 ... (1); validate on "
                          "the others")
@@ -417,11 +428,13 @@ def main(argv=None) -> int:
     bad = set(families) - {"decode", "prefill", "gemm"}
     if bad or not families:
         ap.error(f"--only: expected some of decode,prefill,gemm, got {a.only!r}")
-    if min(a.samples, a.decode_samples, a.prefill_samples, a.max_refine) < 1:
+    if min(a.samples, a.decode_samples, a.prefill_samples, 1 if a.max_refine is None else a.max_refine) < 1:
         ap.error("--samples, --decode-samples, --prefill-samples and --max-refine must be >= 1")
     if a.refine_to < 0:
         ap.error("--refine-to must be >= 0")
-    REFINE.update(target_error=a.refine_to / 100, factor=a.max_refine)
+    REFINE["target_error"] = a.refine_to / 100
+    if a.max_refine is not None:
+        REFINE["factor"] = dict.fromkeys(REFINE["factor"], a.max_refine)
     if a.docs and (not pathlib.Path(a.docs).is_file() or DOCS_BEGIN not in pathlib.Path(a.docs).read_text()):
         ap.error(f"--docs {a.docs}: no {DOCS_BEGIN} block")
     if a.no_fit and not a.aiter:
@@ -603,7 +616,7 @@ def summary(upstream, params, host_us) -> dict:
     """{True: fit errors, False: validation errors} of the modeled upstream rows."""
     halves = {True: [], False: []}
     for r in upstream:
-        mod = r.modeled(params, host_us) if r.measured is not None else None
+        mod = r.timed(params, host_us) if r.measured is not None else None
         if mod is not None:
             halves[r.fit].append(error(mod, r.measured))
     return halves
@@ -636,7 +649,7 @@ def calibrate(upstream, refit: bool = True, half: int = 0, swapped: bool = False
     for r in upstream:
         if r.measured is None:
             continue
-        mod = r.modeled(params, host_us)
+        mod = r.timed(params, host_us)
         if mod is None:
             print(f"{r.family:8s} {r.shape:18s} {'-':4s} {'-':>9s} {r.measured:9.2f} {'-':>7s}   FAILED")
             continue

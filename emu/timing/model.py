@@ -246,7 +246,9 @@ def model(traced: Traced, *, rounds=2, params=Params(), error=True) -> Timing:
 
     def estimate(sample, stats=None):
         if per_cu == 1:
-            return max(CU.simulate(ops, [wg], slots, rates, stats) for wg in sample)
+            # workgroups of equal traces take equal times: simulate each distinct one once
+            distinct = {tuple(map(tuple, wg)): wg for wg in sample}
+            return max(CU.simulate(ops, [wg], slots, rates, stats) for wg in distinct.values())
         # the busiest CU's stream, at most per_cu workgroups long; a sample longer than that is cut
         # into interleaved streams (every sampled workgroup runs once) whose estimates are averaged
         n_sim = min(per_cu, max(concurrent * rounds, len(sample)))
@@ -255,8 +257,15 @@ def model(traced: Traced, *, rounds=2, params=Params(), error=True) -> Timing:
         for g in range(groups):
             part = sample[g::groups]
             stream = [part[k % len(part)] for k in range(n_sim)]
-            runs.append(CU.simulate(ops, stream, slots, rates, stats if g == 0 else None))
-        return sum(runs) / groups * per_cu / n_sim
+            t_n = CU.simulate(ops, stream, slots, rates, stats if g == 0 else None)
+            if per_cu == n_sim:
+                runs.append(t_n)
+                continue
+            # a real CU ramps up and drains once per kernel, not once per simulated stream: the rest
+            # of its workgroups run at the marginal rate of a stream twice as long
+            t_2n = CU.simulate(ops, stream + stream, slots, rates)
+            runs.append(t_n + (per_cu - n_sim) * (t_2n - t_n) / n_sim)
+        return sum(runs) / groups
 
     stats = {}
     cycles = estimate(traces, stats)

@@ -373,3 +373,39 @@ def test_sample_doubles_while_its_error_is_above_the_target():
     done = timing.time_launch(_uneven_launch(grid), samples=3, functional=False, params=TABLE,
                               target_error=1.0, max_samples=24)
     assert done.sampled == 6                                        # the error needs 4: 3 -> 6, then within
+
+
+
+def _traced_load(grid, samples=4):
+    """The traces of four-wave workgroups that load, wait and add (a latency-bound body)."""
+    arr = np.arange(256, dtype=np.uint32)
+    mem = Memory()
+    mem.register_array(arr)
+    launch = Launch(Prepared(program(_load_body(arr, True, loads=4) + [END])), grid, (256, 1, 1), b"", mem)
+    timing.time_launch(launch, samples=samples, functional=False, params=TABLE)
+    return launch.timing_trace
+
+
+def test_a_long_stream_pays_its_ramp_up_and_drain_once():
+    traced = _traced_load((T.CUS * 8, 1, 1))
+    cycles = {per_cu: timing.model(dataclasses.replace(traced, grid=(T.CUS * per_cu, 1, 1)), params=TABLE).cycles
+              for per_cu in (64, 128, 256)}
+    # beyond the simulated stream every further workgroup adds the same marginal time...
+    step = cycles[128] - cycles[64]
+    assert cycles[256] - cycles[128] == pytest.approx(2 * step, rel=1e-3)   # (the levels' shares vary a little)
+    # ...below a short stream's time per workgroup, which carries a ramp-up and a drain
+    assert step / 64 < cycles[64] / 64
+
+
+def test_a_grid_traced_whole_simulates_each_distinct_workgroup_once():
+    from flyaot.emu.timing import cu as CU
+    from flyaot.emu.timing.model import rates_for
+    launch = _uneven_launch((T.CUS, 1, 1))
+    timing.time_launch(launch, samples=2, functional=False, params=TABLE)
+    traced = launch.timing_trace
+    assert len(traced.traces) == T.CUS
+    res = timing.model(traced, params=TABLE)
+    slots = CU.Slots(res.waves_per_simd, traced.facts.lds_size)
+    rates = rates_for(TABLE, T.CUS, timing.serving_levels(traced))
+    alone = [CU.simulate(traced.ops, [wg], slots, rates) for wg in traced.traces]
+    assert len(set(alone)) == 2 and res.cycles == max(alone)     # even and odd workgroups differ
