@@ -59,9 +59,11 @@ def upstream(up, n, k, m, samples):
 
 
 def serves(cfg, n, k, m):
-    decode = cfg["order"] == "decode"
-    return (decode == (m <= 32)) and n % cfg["bn"] == 0 and (not decode or cfg["bm"] >= m) \
-        and k % (128 * cfg["sk"] * cfg["kb"]) == 0
+    if cfg["order"] == "prefill":
+        fits_m = m > 32
+    else:                   # decode-M tiles, and decode-order tiles above decode M (3584 x 512's)
+        fits_m = cfg["bm"] >= m if m <= 32 else cfg["bm"] > configs.DECODE_MAX_BM
+    return fits_m and n % cfg["bn"] == 0 and k % (128 * cfg["sk"] * cfg["kb"]) == 0
 
 
 def main():

@@ -50,7 +50,8 @@ CASES = [
     (configs.TUNED[(1024, 3584)]["large"], 129, 256, 1024),  # bm 128, sk 2 (AGPR accumulators), one row past an M block
     (configs.TUNED[(1024, 3584)]["prefill"], 130, 256, 1536),  # bm 64, bn 32, sk 4: three K steps, ragged M
     (configs.TUNED[(3584, 512)]["prefill"], 33, 256, 256),   # a single K step (no loop iteration)
-    (configs.TUNED[(3584, 512)]["large"], 300, 512, 512),    # bm 128, bn 128, ragged M
+    (configs.TUNED[(3584, 512)]["prefill"], 130, 256, 768),  # decode order at bm 64: three M blocks, ragged M
+    (configs.TUNED[(3584, 512)]["large"], 300, 512, 512),    # decode order at bm 64, bn 128, ragged M
 ]
 IDS = [f"{geometry.symbol(c)}-M{m}-N{n}-K{k}" for c, m, n, k in CASES]
 

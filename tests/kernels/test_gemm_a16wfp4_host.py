@@ -105,6 +105,15 @@ def test_plan_geometry_and_arguments():
     assert p.args["w"] is prep.weight and p.args["out"] is out
 
 
+def test_plan_picks_the_decode_order_for_the_large_m_rows_of_3584x512():
+    prep = prepare_mxfp4_weight(*reference.random_weight(3584, 512, generator=_gen(5)))
+    for m, bm in ((512, 64), (4096, 64)):
+        x = torch.zeros(m, 512, dtype=torch.bfloat16)
+        p = plan.plan(x, prep, torch.empty(m, 3584, dtype=torch.bfloat16))
+        assert p.params["order"] == "decode" and p.params["bm"] == bm
+        assert p.grid == (m // bm, 3584 // p.params["bn"], 1)
+
+
 @pytest.mark.parametrize("bad, err", [
     (lambda x, o: (x.float(), o), TypeError),
     (lambda x, o: (x[:, :512], o), ValueError),
