@@ -11,9 +11,9 @@ groups (one workgroup of GROUP_THREADS lanes, every scalar a runtime argument):
      (exact across lanes and waves, two banks so one barrier per step suffices); each ceil(count / s) is
      a multiplication by an f64 reciprocal of s made once per step (exact here, no integer division).
   3. The LDS array becomes the inclusive prefix sum of slices per row (same scans, carried across blocks).
-  4. Slot pass, blocks of GROUP_THREADS slots: slot k finds the first row whose prefix exceeds k (a
-     lower-bound search in LDS), re-reads that group's rows and writes its 8 ints; slots past the total
-     get zeros. The output resource of each block covers exactly its slots.
+  4. Slot pass, blocks of GROUP_THREADS slots: slot s < S (the total) holds slice k = S - 1 - s (the
+     reference's reverse order), finds the first row whose prefix exceeds k (a lower-bound search in
+     LDS), re-reads that group's rows and writes its 8 ints; slots past the total get zeros. The output resource of each block covers exactly its slots.
 windows / convert: one lane per row / slot, 64-bit arithmetic where the reference's int64 matters.
 Every global access goes through a buffer resource bounded by its tensor, so index values read from
 the inputs can move no access outside them; LDS indices are clamped to the rows held.
@@ -229,7 +229,8 @@ def _groups_kernel(name: str):
         busy = fx.max(fx.min(slots, ((done + Int32(GROUP_THREADS - 1)) >> Int32(GROUP_SHIFT)) << Int32(GROUP_SHIFT)),
                       Int32(0))
         for base in range(Int32(0), busy, Int32(GROUP_THREADS)):
-            k = Int32(base) + tid
+            slot = Int32(base) + tid
+            k = done - Int32(1) - slot                  # the slice of this slot: the last one first
             lo_r, hi_r = Int32(0), n
             for it in range(Int32(0), row_rounds, Int32(1)):
                 mid = (lo_r + hi_r) >> Int32(1)
@@ -241,7 +242,7 @@ def _groups_kernel(name: str):
             n_rows, batch, chunk_lo, n_chunks, last_page = _group_at(f, n, srcs, max_seq_len, page_size)
             prev = Int32(B.lds_load(lds, fx.max(f - Int32(1), Int32(0)) * Int32(4), 1))
             part = k - (f > Int32(0)).select(prev, Int32(0))
-            valid = k < done
+            valid = slot < done
             zero = Int32(0)
             fields = [f, n_rows, batch, chunk_lo + part * per_slot, fx.min(per_slot, n_chunks - part * per_slot),
                       last_page, Int32(1), zero]

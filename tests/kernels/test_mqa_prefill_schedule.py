@@ -161,8 +161,22 @@ def test_schedule_all_empty_windows_writes_only_the_inf():
     rb = torch.zeros(5, dtype=torch.int32)
     info = S.build_schedule(rb, torch.full((5,), 9, dtype=torch.int32), torch.full((5,), 3, dtype=torch.int32),
                             page_size=64, max_seq_len=50, slots=6)
-    assert info[:2].tolist() == [[0, 4, 0, 0, 0, 0, 1, 0], [4, 1, 0, 0, 0, 0, 1, 0]]
+    assert info[:2].tolist() == [[4, 1, 0, 0, 0, 0, 1, 0], [0, 4, 0, 0, 0, 0, 1, 0]]
     assert torch.all(info[2:] == 0)
+
+
+def test_schedule_puts_the_last_slice_first():
+    """Slices go to the slots in reverse order, so causal prefill's longest groups (the last rows)
+    are dispatched first; the idle slots stay at the end."""
+    rows, msl = 12, 12 * CHUNK_TOKENS
+    rb = torch.zeros(rows, dtype=torch.int32)
+    le = torch.tensor([CHUNK_TOKENS * (r + 1) for r in range(rows)], dtype=torch.int32)
+    info = S.build_schedule(rb, torch.zeros(rows, dtype=torch.int32), le, page_size=64, max_seq_len=msl, slots=20)
+    live = info[info[:, 1] > 0].tolist()
+    # per_slot 2: groups of 4, 8 and 12 chunks cut into 2, 4 and 6 slices, reversed
+    assert [(r[0], r[3], r[4]) for r in live] == ([(8, c, 2) for c in (10, 8, 6, 4, 2, 0)]
+                                                  + [(4, c, 2) for c in (6, 4, 2, 0)] + [(0, c, 2) for c in (2, 0)])
+    assert len(live) == 12 and torch.all(info[12:] == 0)
 
 
 def test_spec_set_and_budget():
