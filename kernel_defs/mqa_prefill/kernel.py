@@ -163,17 +163,18 @@ def _below(x, n):
     return fx.Uint32(x) < fx.Uint32(n)
 
 
-def _table_page(table, lp):
-    """(entry, ok) of logical page lp of the CTA's block-table row.
+def _table_pages(table, first, n: int):
+    """[(entry, ok)] of the logical pages first .. first + n - 1 of the CTA's block-table row.
 
-    table = (row pointer, cap, width, batch_ok, num_pages), plain IR values (it is loop state): the entry
-    is read at lp clamped to [0, cap] through a resource bounded by the width; ok says lp is a column
-    of the table whose entry names a page of kv_cache. A page that is not ok is never read and its
+    table = (row pointer, cap, batch_ok, num_pages), plain IR values (it is loop state): the n entries
+    come from one four-dword scalar load (n <= 4) through a resource that ends after column cap (the
+    last page needed, within the width), so no entry past it is read (those read 0); ok says the page
+    is at most cap and its entry names a page of kv_cache. A page that is not ok is never read and its
     tokens score -inf."""
-    bt32, cap, width, batch_ok, num_pages = table
-    entry = Int32(_sload(bt32, fx.max(fx.min(lp, cap), Int32(0)), num_records=width * Int32(4)))
-    ok = (batch_ok & _below(lp, width)) & _below(entry, num_pages)
-    return entry, ok
+    bt32, cap, batch_ok, num_pages = table
+    words = Vector(_sload(bt32, first, 4, num_records=fx.max(cap + Int32(1), Int32(0)) * Int32(4)))
+    return [(Int32(words[j]), (batch_ok & _below(first + Int32(j), cap + Int32(1))) & _below(Int32(words[j]), num_pages))
+            for j in range_constexpr(n)]
 
 
 def _load_chunk(g: Geometry, kv8, kvs8, table, chunk, stride_kv, stride_kvs, tid, wave):
@@ -183,11 +184,7 @@ def _load_chunk(g: Geometry, kv8, kvs8, table, chunk, stride_kv, stride_kvs, tid
     pieces_per_page = g.page_value_bytes // 16
     dwords_per_page = g.page_scale_bytes // 4
     first = chunk * Int32(npg)
-    pages, oks = [], []
-    for j in range_constexpr(npg):
-        entry, ok = _table_page(table, first + Int32(j))
-        pages.append(entry)
-        oks.append(ok)
+    pages, oks = (list(v) for v in zip(*_table_pages(table, first, npg)))
     regs = []
     for i in range_constexpr(g.value_pieces_per_thread):
         j, off = divmod(i * THREADS, pieces_per_page)
@@ -377,7 +374,7 @@ def launcher(params: dict, target):
                 batch_ok = _below(batch, bt_rows)
                 bt32 = fx.add_offset(_global(block_tables, T.i32),
                                      Int64(batch_ok.select(batch, Int32(0))) * Int64(stride_bt))
-                table = (bt32, fx.min(last_page, bt_width - Int32(1)), bt_width, batch_ok, num_pages)
+                table = (bt32, fx.min(last_page, bt_width - Int32(1)), batch_ok, num_pages)
                 lds = B.lds_alloc(g.lds_bytes)
                 lane_v = half * Int32(16 * g.page_size) + l32 * Int32(16)
                 lane_s = half * Int32(g.page_size) + (l32 % Int32(g.page_size // 4)) * Int32(4)
