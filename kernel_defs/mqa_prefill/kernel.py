@@ -76,14 +76,16 @@ def _mfma32(acc, a, b, scale_a, opsel_a, scale_b, opsel_b):
                               opsel_a, B.ir_of(scale_a), opsel_b, B.ir_of(scale_b)])
 
 
-def _asm(result_type, op: str, *srcs, kinds=None):
+def _asm(result_type, op: str, *srcs, kinds=None, wait_states=0):
     """One VALU instruction as inline asm (`kinds`: each source's register class, VGPR by default),
     which LLVM neither splits, merges nor reassociates: it splits the packed FMAs that follow an MFMA
     into two v_fma_f32 each (to co-issue them in its shadow) and merges two tiles' f32 adds into a
-    v_pk_add_f32 behind register moves, both costing VALU time here."""
+    v_pk_add_f32 behind register moves, both costing VALU time here. LLVM does not see the write
+    inside: `wait_states` after it cover a reader that needs them (v_permlane*_swap: 2)."""
     operands = ", ".join(f"${i + 1}" for i in range(len(srcs)))
     kinds = kinds or "v" * len(srcs)
-    return llvm.inline_asm(result_type, [B.ir_of(v) for v in srcs], f"{op} $0, {operands}",
+    nop = f"\n s_nop {wait_states - 1}" if wait_states else ""
+    return llvm.inline_asm(result_type, [B.ir_of(v) for v in srcs], f"{op} $0, {operands}{nop}",
                            "=v," + ",".join(kinds), has_side_effects=False)
 
 
@@ -264,7 +266,7 @@ def _page_logits(g: Geometry, lds, j, qa, qs, w, lane_v, lane_s, shift_s):
             for e in range_constexpr(_live_rows(g, m) // 2):
                 pair = Vector.from_elements([r[2 * e], r[2 * e + 1]], fx.Float32)
                 total = _pk("mul", pair, w[m][e]) if total is None else _pk("fma", pair, w[m][e], total)
-        sums.append(fx.Float32(_asm(ir.F32Type.get(), "v_add_f32", total[0], total[1])))
+        sums.append(fx.Float32(_asm(ir.F32Type.get(), "v_add_f32", total[0], total[1], wait_states=2)))
     return sums
 
 
