@@ -9,11 +9,11 @@ docs/families/mqa_decode.md#kv-pages. Every wave then reads B operands from that
 32-token tile, v_mfma_scale_f32_32x32x64_f8f6f4 with the 32 heads of an m-tile as rows (A = the wave's
 Q, held in VGPRs for the CTA's life) and the 32 tokens as columns, FP4 A and B with E8M0 byte-selected
 scales. The weighted ReLU head-sum is done per lane over its 16 accumulator rows, the two lane halves
-(rows 4..7 of each 8) are folded with one ds_bpermute that also pairs two token tiles, so each lane
+(rows 4..7 of each 8) are folded with one v_permlane32_swap that also pairs two token tiles, so each lane
 ends with one token and a wave stores 64 contiguous logits. The next chunk's global loads are issued
 (into the VGPRs that feed the next LDS write) once the current chunk is in LDS at D128, before its
 last page at D256 (_prefetch_page). Stores are masked per wave by its own window with a buffer
-bound (num_records = window end) and an out-of-range offset below the window start, never a branch
+over the window's cells (based at its start: a cell below it has a wrapped, out-of-range offset), never a branch
 per lane. The cells
 outside a wave's window get -inf from the kernel too: those of the chunks the CTA computes, then (when
 cta_info's field 6 is set) its share of the chunks outside its group's chunks (_fill_share), so every
@@ -43,6 +43,7 @@ NaN-propagating: an E8M0 0xFF (NaN) scale makes the logits it reaches NaN, as in
 import flydsl.compiler as flyc
 import flydsl.expr as fx
 from flydsl._mlir import ir
+from flydsl._mlir.dialects import llvm
 from flydsl.expr import gpu, range_constexpr, rocdl
 from flydsl.expr.typing import Int32, Int64, T, Vector
 
@@ -73,6 +74,24 @@ def _mfma32(acc, a, b, scale_a, opsel_a, scale_b, opsel_b):
     return rocdl.mfma_scale_f32_32x32x64_f8f6f4(
         B.vec_type(16, f32), [B.ir_of(a), B.ir_of(b), B.ir_of(acc), B.FP4_FORMAT, B.FP4_FORMAT,
                               opsel_a, B.ir_of(scale_a), opsel_b, B.ir_of(scale_b)])
+
+
+def _asm(result_type, op: str, *srcs, kinds=None, wait_states=0):
+    """One VALU instruction as inline asm (`kinds`: each source's register class, VGPR by default),
+    which LLVM neither splits, merges nor reassociates: it splits the packed FMAs that follow an MFMA
+    into two v_fma_f32 each (to co-issue them in its shadow) and merges two tiles' f32 adds into a
+    v_pk_add_f32 behind register moves, both costing VALU time here. LLVM does not see the write
+    inside: `wait_states` after it cover a reader that needs them (v_permlane*_swap: 2)."""
+    operands = ", ".join(f"${i + 1}" for i in range(len(srcs)))
+    kinds = kinds or "v" * len(srcs)
+    nop = f"\n s_nop {wait_states - 1}" if wait_states else ""
+    return llvm.inline_asm(result_type, [B.ir_of(v) for v in srcs], f"{op} $0, {operands}{nop}",
+                           "=v," + ",".join(kinds), has_side_effects=False)
+
+
+def _pk(op: str, *srcs):
+    """v_pk_{op}_f32 on f32 pairs."""
+    return Vector(_asm(B.vec_type(2, ir.F32Type.get()), f"v_pk_{op}_f32", *srcs))
 
 
 def _relu(x):
@@ -146,17 +165,18 @@ def _below(x, n):
     return fx.Uint32(x) < fx.Uint32(n)
 
 
-def _table_page(table, lp):
-    """(entry, ok) of logical page lp of the CTA's block-table row.
+def _table_pages(table, first, n: int):
+    """[(entry, ok)] of the logical pages first .. first + n - 1 of the CTA's block-table row.
 
-    table = (row pointer, cap, width, batch_ok, num_pages), plain IR values (it is loop state): the entry
-    is read at lp clamped to [0, cap] through a resource bounded by the width; ok says lp is a column
-    of the table whose entry names a page of kv_cache. A page that is not ok is never read and its
+    table = (row pointer, cap, batch_ok, num_pages), plain IR values (it is loop state): the n entries
+    come from one four-dword scalar load (n <= 4) through a resource that ends after column cap (the
+    last page needed, within the width), so no entry past it is read (those read 0); ok says the page
+    is at most cap and its entry names a page of kv_cache. A page that is not ok is never read and its
     tokens score -inf."""
-    bt32, cap, width, batch_ok, num_pages = table
-    entry = Int32(_sload(bt32, fx.max(fx.min(lp, cap), Int32(0)), num_records=width * Int32(4)))
-    ok = (batch_ok & _below(lp, width)) & _below(entry, num_pages)
-    return entry, ok
+    bt32, cap, batch_ok, num_pages = table
+    words = Vector(_sload(bt32, first, 4, num_records=fx.max(cap + Int32(1), Int32(0)) * Int32(4)))
+    return [(Int32(words[j]), (batch_ok & _below(first + Int32(j), cap + Int32(1))) & _below(Int32(words[j]), num_pages))
+            for j in range_constexpr(n)]
 
 
 def _load_chunk(g: Geometry, kv8, kvs8, table, chunk, stride_kv, stride_kvs, tid, wave):
@@ -166,11 +186,7 @@ def _load_chunk(g: Geometry, kv8, kvs8, table, chunk, stride_kv, stride_kvs, tid
     pieces_per_page = g.page_value_bytes // 16
     dwords_per_page = g.page_scale_bytes // 4
     first = chunk * Int32(npg)
-    pages, oks = [], []
-    for j in range_constexpr(npg):
-        entry, ok = _table_page(table, first + Int32(j))
-        pages.append(entry)
-        oks.append(ok)
+    pages, oks = (list(v) for v in zip(*_table_pages(table, first, npg)))
     regs = []
     for i in range_constexpr(g.value_pieces_per_thread):
         j, off = divmod(i * THREADS, pieces_per_page)
@@ -241,7 +257,7 @@ def _page_logits(g: Geometry, lds, j, qa, qs, w, lane_v, lane_s, shift_s):
             kt, c = ks // 2, 2 * (ks % 2)
             const = j * g.page_value_bytes + kt * 64 * P + c * 16 * P + 32 * tt * 16
             bv.append(B.lds_load(lds, lane_v + Int32(const), 4))
-        total = Vector.filled(2, 0.0, fx.Float32)
+        total = None
         for m in range_constexpr(g.m_tiles):
             acc = Vector.filled(16, 0.0, fx.Float32)
             for ks in range_constexpr(g.k_steps):
@@ -249,18 +265,16 @@ def _page_logits(g: Geometry, lds, j, qa, qs, w, lane_v, lane_s, shift_s):
             r = Vector(_relu(Vector(acc)))
             for e in range_constexpr(_live_rows(g, m) // 2):
                 pair = Vector.from_elements([r[2 * e], r[2 * e + 1]], fx.Float32)
-                total = Vector(fx.fma(pair, w[m][e], total))
-        sums.append(total[0] + total[1])
+                total = _pk("mul", pair, w[m][e]) if total is None else _pk("fma", pair, w[m][e], total)
+        sums.append(fx.Float32(_asm(ir.F32Type.get(), "v_add_f32", total[0], total[1], wait_states=2)))
     return sums
 
 
-def _fold_pair(a, b, lane, half):
-    """Lane x < 32 gets a[x] + a[x+32] (tile 0, token x); lane x >= 32 gets b[x-32] + b[x] (tile 1)."""
-    low = half == Int32(0)
-    give = low.select(b, a)
-    peer = (lane ^ Int32(32)) * Int32(4)
-    got = Int32(rocdl.ds_bpermute(T.i32, B.ir_of(peer), give.bitcast(Int32).ir_value())).bitcast(fx.Float32)
-    return low.select(a, b) + got
+def _fold_pair(a, b):
+    """Lane x < 32 gets a[x] + a[x+32] (tile 0, token x); lane x >= 32 gets b[x-32] + b[x] (tile 1): one
+    v_permlane32_swap (VALU, no LDS round trip)."""
+    x, y = B.permlane32_swap(fx.Float32(a).bitcast(Int32), fx.Float32(b).bitcast(Int32))
+    return x.bitcast(fx.Float32) + y.bitcast(fx.Float32)
 
 
 def _fill_share(cta_info_rows, windows, rows, max_seq_len):
@@ -340,11 +354,14 @@ def launcher(params: dict, target):
             le_raw = Int32(_sload(_global(local_ends, T.i32), row))
             win_lo = active.select(fx.max(ls_raw, Int32(0)), Int32(0))
             win_hi = active.select(fx.max(fx.min(le_raw, max_seq_len), Int32(0)), Int32(0))
-            # logits go through a resource bounded by the window's end (an offset past it is dropped),
-            # -inf through one bounded by the row's max_seq_len cells; an inactive wave stores nothing
+            # logits go through a resource over the window's cells, based at its start: the offset of a
+            # cell below it wraps to an unsigned 32-bit value past the bound and is dropped, as is one
+            # past its end (one VALU add per store); -inf through a resource bounded by the row's
+            # max_seq_len cells; an inactive wave stores nothing
             row_base = Int64(row) * Int64(stride_out) * Int64(4)
-            out_rsrc = B.buffer_rsrc(_global(out, T.i8), row_base, num_records=Int64(win_hi) * Int64(4))
-            out_lo = win_hi * Int32(4)                    # offset that the window's bound drops
+            out_rsrc = B.buffer_rsrc(_global(out, T.i8), row_base + Int64(win_lo) * Int64(4),
+                                     num_records=Int64(fx.max(win_hi - win_lo, Int32(0))) * Int64(4))
+            lane_bytes = lane * Int32(4)
             msl_bytes = active.select(max_seq_len, Int32(0)) * Int32(4)
             inf_rsrc = B.buffer_rsrc(_global(out, T.i8), row_base, num_records=Int64(msl_bytes))
             neg_inf = fx.Float32(float("-inf"))
@@ -359,7 +376,7 @@ def launcher(params: dict, target):
                 batch_ok = _below(batch, bt_rows)
                 bt32 = fx.add_offset(_global(block_tables, T.i32),
                                      Int64(batch_ok.select(batch, Int32(0))) * Int64(stride_bt))
-                table = (bt32, fx.min(last_page, bt_width - Int32(1)), bt_width, batch_ok, num_pages)
+                table = (bt32, fx.min(last_page, bt_width - Int32(1)), batch_ok, num_pages)
                 lds = B.lds_alloc(g.lds_bytes)
                 lane_v = half * Int32(16 * g.page_size) + l32 * Int32(16)
                 lane_s = half * Int32(g.page_size) + (l32 % Int32(g.page_size // 4)) * Int32(4)
@@ -384,10 +401,13 @@ def launcher(params: dict, target):
                             ok = (valid & Int32(1 << j)) != Int32(0)
                             sums = _page_logits(g, lds, j, qa, qs, w, lane_v, lane_s, shift_s)
                             for pr in range_constexpr(g.tiles_per_page // 2):
-                                val = _fold_pair(sums[2 * pr], sums[2 * pr + 1], lane, half) * weight_scale
+                                val = _fold_pair(sums[2 * pr], sums[2 * pr + 1]) * weight_scale
                                 val = ok.select(val, neg_inf)
-                                tok = page0 + Int32(64 * pr) + lane
-                                B.buffer_store(val, out_rsrc, (tok >= win_lo).select(tok * Int32(4), out_lo))
+                                # one add whose constant LLVM cannot move into the instruction
+                                # offset (voffset and offset are range-checked as one sum, unwrapped)
+                                rel = (page0 + Int32(64 * pr) - win_lo) * Int32(4)
+                                voff = Int32(_asm(T.i32, "v_add_u32", rel, lane_bytes, kinds="sv"))
+                                B.buffer_store(val, out_rsrc, voff)
                     for j in range_constexpr(npg):            # -inf into the cells of pages not inside the window
                         page0 = tok0 + Int32(j * g.page_size)
                         # (fill 0, a converted one-row table: the caller's pre-fill stays put)

@@ -11,9 +11,10 @@ groups (one workgroup of GROUP_THREADS lanes, every scalar a runtime argument):
      (exact across lanes and waves, two banks so one barrier per step suffices); each ceil(count / s) is
      a multiplication by an f64 reciprocal of s made once per step (exact here, no integer division).
   3. The LDS array becomes the inclusive prefix sum of slices per row (same scans, carried across blocks).
-  4. Slot pass, blocks of GROUP_THREADS slots: slot k finds the first row whose prefix exceeds k (a
-     lower-bound search in LDS), re-reads that group's rows and writes its 8 ints; slots past the total
-     get zeros. The output resource of each block covers exactly its slots.
+  4. Slot pass, blocks of GROUP_THREADS slots: slot s < S (the total) holds slice k = S - 1 - s (the
+     reference's reverse order), finds the first row whose prefix exceeds k (a lower-bound search in
+     LDS), re-reads that group's rows and writes its 8 ints (the group's u slices nearly equal, one
+     integer division per lane); slots past the total get zeros. The output resource of each block covers exactly its slots.
 windows / convert: one lane per row / slot, 64-bit arithmetic where the reference's int64 matters.
 Every global access goes through a buffer resource bounded by its tensor, so index values read from
 the inputs can move no access outside them; LDS indices are clamped to the rows held.
@@ -229,7 +230,8 @@ def _groups_kernel(name: str):
         busy = fx.max(fx.min(slots, ((done + Int32(GROUP_THREADS - 1)) >> Int32(GROUP_SHIFT)) << Int32(GROUP_SHIFT)),
                       Int32(0))
         for base in range(Int32(0), busy, Int32(GROUP_THREADS)):
-            k = Int32(base) + tid
+            slot = Int32(base) + tid
+            k = done - Int32(1) - slot                  # the slice of this slot: the last one first
             lo_r, hi_r = Int32(0), n
             for it in range(Int32(0), row_rounds, Int32(1)):
                 mid = (lo_r + hi_r) >> Int32(1)
@@ -239,12 +241,17 @@ def _groups_kernel(name: str):
                 lo_r = (open_ & (x <= k)).select(mid + Int32(1), lo_r)
             f = fx.min(lo_r, top)
             n_rows, batch, chunk_lo, n_chunks, last_page = _group_at(f, n, srcs, max_seq_len, page_size)
-            prev = Int32(B.lds_load(lds, fx.max(f - Int32(1), Int32(0)) * Int32(4), 1))
-            part = k - (f > Int32(0)).select(prev, Int32(0))
-            valid = k < done
+            prev = (f > Int32(0)).select(Int32(B.lds_load(lds, fx.max(f - Int32(1), Int32(0)) * Int32(4), 1)),
+                                         Int32(0))
+            part = k - prev
+            # nearly equal slices: c // u chunks each, one more from slice `big` on (u >= 1 kept for idle lanes)
+            u = fx.max(Int32(B.lds_load(lds, f * Int32(4), 1)) - prev, Int32(1))
+            q = _udiv(n_chunks, u)
+            big = u - (n_chunks - q * u)
+            valid = slot < done
             zero = Int32(0)
-            fields = [f, n_rows, batch, chunk_lo + part * per_slot, fx.min(per_slot, n_chunks - part * per_slot),
-                      last_page, Int32(1), zero]
+            fields = [f, n_rows, batch, chunk_lo + part * q + fx.max(part - big, zero),
+                      q + (part >= big).select(Int32(1), zero), last_page, Int32(1), zero]
             _store_slots(cta_info, base, slots, tid, [valid.select(v, zero) for v in fields])
         for base in range(busy, slots, Int32(GROUP_THREADS)):
             _store_slots(cta_info, base, slots, tid, [Int32(0)] * CTA_INFO_INTS)

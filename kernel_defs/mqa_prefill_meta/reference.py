@@ -8,11 +8,14 @@
   (first_row, n_rows, batch, chunk_start, chunk_count, last_page, 1, 0).
   A row group is a maximal run of consecutive rows with the same batch, cut every four rows (one
   row per wave, never two batches in one CTA). Its chunks are the CHUNK_TOKENS-token chunks of the
-  union of its rows' non-empty windows (clamped to [0, max_seq_len)). Every group's chunk range is
-  cut into slices of `per_slot` chunks, the smallest value whose slice count fits into `slots` (found
-  by a fixed-length binary search); a group whose windows are all empty gets one slice of no chunks
-  (its CTA only writes the rows' -inf). Slice k of the flattened list goes to slot k, the remaining
-  slots get zeros (n_rows 0) and exit at once. The 1 in field 6 tells the kernel to write the -inf of
+  union of its rows' non-empty windows (clamped to [0, max_seq_len)). A group of c chunks gets
+  u = ceil(c / per_slot) slices, per_slot the smallest value whose slice count fits into `slots`
+  (found by a fixed-length binary search); its slices are nearly equal, c // u chunks each and one
+  more for the last c % u, so the longest CTA is as short as u slices allow. A group whose windows
+  are all empty gets one slice of no chunks (its CTA only writes the rows' -inf). Of the S slices of the flattened list, slice k goes to slot
+  S - 1 - k: later rows see longer windows (causal prefill), so the longest groups' slices are
+  dispatched first and the short ones fill in behind them (longest processing time first). The
+  remaining slots get zeros (n_rows 0) and exit at once. The 1 in field 6 tells the kernel to write the -inf of
   every cell of the group's rows outside their windows (its share of the cells outside the group's
   chunks, docs/families/mqa_prefill.md#kernel), so the output needs no fill.
   With slots >= rows a fit always exists (there are at most `rows` groups).
@@ -92,12 +95,15 @@ def build_schedule(row_to_batch, local_starts, local_ends, *, page_size: int, ma
     incl = torch.cumsum(units, dim=0)
     excl = incl - units
 
-    k = torch.arange(slots, device=dev, dtype=torch.int64)
+    slot = torch.arange(slots, device=dev, dtype=torch.int64)
+    valid = slot < incl[-1]
+    k = incl[-1] - 1 - slot                     # slot 0 holds the last slice (reverse order)
     g = torch.searchsorted(incl, k, right=True).clamp_(max=rows - 1)
-    valid = k < incl[-1]
     part = k - excl[g]
-    start = chunk_lo[g] + part * per_slot
-    count = torch.minimum(per_slot, n_chunks[g] - part * per_slot)
+    u = units[g].clamp(min=1)
+    q, big = n_chunks[g] // u, u - n_chunks[g] % u          # slices from `big` on hold q + 1 chunks
+    start = chunk_lo[g] + part * q + (part - big).clamp(min=0)
+    count = q + (part >= big).to(torch.int64)
     zero = torch.zeros_like(k)
     fields = [first[g], n_rows[g], batch[g], start, count, last_page[g], torch.ones_like(k), zero]
     info = torch.stack([torch.where(valid, f, zero) for f in fields], dim=1)

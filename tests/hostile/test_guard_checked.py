@@ -127,7 +127,7 @@ def test_prefill_bad_external_schedule(checked, launches):
                                          max_seq_len=MSL, slots=8)
     n = 8
     out = torch.full((3, MSL), float("-inf"))
-    for col, value, what in ((2, 9, "batch"), (5, 3, "last_page"), (0, 2, "first_row / n_rows")):
+    for col, value, what in ((2, 9, "batch"), (5, 3, "last_page"), (0, 3, "first_row / n_rows")):
         bad = info.clone()
         bad[0, col] = value
         with pytest.raises(ValueError, match=rf"cta_info\[0\]=.*{what} out of range"):

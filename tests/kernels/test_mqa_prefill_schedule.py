@@ -161,8 +161,56 @@ def test_schedule_all_empty_windows_writes_only_the_inf():
     rb = torch.zeros(5, dtype=torch.int32)
     info = S.build_schedule(rb, torch.full((5,), 9, dtype=torch.int32), torch.full((5,), 3, dtype=torch.int32),
                             page_size=64, max_seq_len=50, slots=6)
-    assert info[:2].tolist() == [[0, 4, 0, 0, 0, 0, 1, 0], [4, 1, 0, 0, 0, 0, 1, 0]]
+    assert info[:2].tolist() == [[4, 1, 0, 0, 0, 0, 1, 0], [0, 4, 0, 0, 0, 0, 1, 0]]
     assert torch.all(info[2:] == 0)
+
+
+def test_schedule_puts_the_last_slice_first():
+    """Slices go to the slots in reverse order, so causal prefill's longest groups (the last rows)
+    are dispatched first; the idle slots stay at the end."""
+    rows, msl = 12, 12 * CHUNK_TOKENS
+    rb = torch.zeros(rows, dtype=torch.int32)
+    le = torch.tensor([CHUNK_TOKENS * (r + 1) for r in range(rows)], dtype=torch.int32)
+    info = S.build_schedule(rb, torch.zeros(rows, dtype=torch.int32), le, page_size=64, max_seq_len=msl, slots=20)
+    live = info[info[:, 1] > 0].tolist()
+    # per_slot 2: groups of 4, 8 and 12 chunks cut into 2, 4 and 6 slices, reversed
+    assert [(r[0], r[3], r[4]) for r in live] == ([(8, c, 2) for c in (10, 8, 6, 4, 2, 0)]
+                                                  + [(4, c, 2) for c in (6, 4, 2, 0)] + [(0, c, 2) for c in (2, 0)])
+    assert len(live) == 12 and torch.all(info[12:] == 0)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_schedule_slices_a_group_nearly_equally(seed):
+    """A group's slices differ by at most one chunk and cover its chunks once, in order (slot order
+    reversed, so the group's slices read back to front)."""
+    rng = random.Random(100 + seed)
+    rows, max_seq_len = rng.randint(1, 60), rng.choice([700, 1300, 9000])
+    rb, ls, le = _random_rows(rng, rows, rng.randint(1, 4), max_seq_len)
+    slots = rows + rng.randrange(3 * rows)
+    info = S.build_schedule(rb, ls, le, page_size=64, max_seq_len=max_seq_len, slots=slots)
+    by_group = {}
+    for first, n, _b, start, count, *_ in info.tolist():
+        if n:
+            by_group.setdefault((first, n), []).append((start, count))
+    assert by_group
+    for (first, n), got in by_group.items():
+        got = got[::-1]
+        own = [(max(int(ls[r]), 0), min(int(le[r]), max_seq_len)) for r in range(first, first + n)]
+        own = [(a, b) for a, b in own if b > a]
+        lo, hi = (min(a for a, _ in own) // CHUNK_TOKENS, -(-max(b for _, b in own) // CHUNK_TOKENS)) if own else (0, 0)
+        assert got[0][0] == lo and got[-1][0] + got[-1][1] == hi   # the group's chunks, once each
+        counts = [c for _, c in got]
+        assert max(counts) - min(counts) <= 1
+        assert all(a + c == b for (a, c), (b, _) in zip(got, got[1:]))      # consecutive, in order
+        assert counts == sorted(counts)                 # the longer slices last: dispatched first
+
+
+def test_schedule_splits_ten_chunks_four_three_three():
+    """per_slot 4 cuts one group of 10 chunks into 3 slices of 3, 3 and 4 (not 4, 4, 2)."""
+    rb = torch.zeros(1, dtype=torch.int32)
+    info = S.build_schedule(rb, torch.zeros(1, dtype=torch.int32), torch.full((1,), 10 * CHUNK_TOKENS, dtype=torch.int32),
+                            page_size=64, max_seq_len=10 * CHUNK_TOKENS, slots=3)
+    assert [(r[3], r[4]) for r in info.tolist()] == [(6, 4), (3, 3), (0, 3)]
 
 
 def test_spec_set_and_budget():
