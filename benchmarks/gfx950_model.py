@@ -310,10 +310,11 @@ def geomean_abs(errs):
 
 # The fit's search grid per parameter, and the range each may take physically (docs/timing-model.md
 # says why): a fit that lands outside its physical range, or a latency scale on its grid's edge, is
-# reported as such by the calibration.
+# reported as such by the calibration. Two grids stop at a hard limit of the part: no level moves more
+# than its peak bandwidth, no VALU instruction issues faster than the ISA's rate.
 GRID = {"mem_latency_scale": (0.35, 0.5, 0.6, 0.7, 0.85, 1.0, 1.2, 1.4, 1.7, 2.0, 2.8),
         "bandwidth_efficiency": (0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0),
-        "valu_scale": (0.5, 0.6, 0.75, 0.85, 1.0, 1.2, 1.5, 2.0, 3.0),
+        "valu_scale": (1.0, 1.1, 1.2, 1.35, 1.5, 2.0, 3.0),
         "scaled_cvt_cycles": (4, 8, 12, 16, 20, 24, 32)}
 PHYSICAL = {"mem_latency_scale": (0.5, 2.0), "bandwidth_efficiency": (0.5, 1.0), "valu_scale": (1.0, 2.0),
             "scaled_cvt_cycles": (4, 32)}
