@@ -134,6 +134,8 @@ class Direct:
 WALK_SPAN = 256          # tokens of one walk CTA
 WALK_STEP = QUAD         # tokens a walk wave scores per step: 4 n-tiles, one KV-scale dword per lane at page 64
 WALK_NEXT_N = (3, 4)     # rows the walk kernel serves (one wave each); chosen on the timing model
+WALK_MIN_CTAS = 1024     # smallest walk grid it serves: on smaller grids its four dependent steps per wave
+                         # lose to the direct kernel's short chains (timing model: 256 CTAs 2.9 vs 1.7 us)
 WALK_MIN_WAVES_PER_SIMD = 8     # occupancy the walk kernel is compiled for: <= 512 / 8 VGPRs
 
 
@@ -206,10 +208,11 @@ def of(params: dict):
     raise ValueError(f"mqa_decode: unknown path {params['path']!r}")
 
 
-def takes_walk(heads: int, head_dim: int, next_n: int) -> bool:
-    """The direct path's choice of the walk kernel: H64 D128 with WALK_NEXT_N rows (its waves are the rows,
-    so fewer rows idle waves; at next_n 3..4 it re-reads Q and weights per 256 tokens, not per 64)."""
-    return heads == 64 and head_dim == 128 and next_n in WALK_NEXT_N
+def takes_walk(heads: int, head_dim: int, next_n: int, batch: int, max_seq_len: int) -> bool:
+    """The direct path's choice of the walk kernel, from host ints only: H64 D128 with WALK_NEXT_N rows (its
+    waves are the rows, so fewer rows idle waves) on a grid of at least WALK_MIN_CTAS 256-token chunks."""
+    return (heads == 64 and head_dim == 128 and next_n in WALK_NEXT_N
+            and batch * -(-max_seq_len // WALK_SPAN) >= WALK_MIN_CTAS)
 
 
 def direct_tile(heads: int, batch: int, next_n: int, max_seq_len: int):

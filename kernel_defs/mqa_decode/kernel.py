@@ -21,8 +21,8 @@ Design decisions (docs/families/mqa_decode.md#decisions):
   waves, tile 64 with one wave; H128 (two head waves): tile 32, tile 64, tile 64 with scalar (SGPR)
   weight loads -> 2 heads x 2 pages x 3 = 12 specs. KV values and scales go from global memory straight
   to registers; LDS holds only the H128 head-reduction partials (2 x 8 x tile f32).
-- Walk path (walk.py): D128 H64 with next_n 3..4 on the direct path (geometry.takes_walk, before the
-  direct variants): one wave per row keeps its Q, Q scales and weights in registers over a 256-token
+- Walk path (walk.py): D128 H64 with next_n 3..4 on grids of >= 1024 chunks, on the direct path
+  (geometry.takes_walk, before the direct variants): one wave per row keeps its Q, Q scales and weights in registers over a 256-token
   chunk of four 64-token steps; <= 64 VGPRs (8 waves per SIMD), no LDS; 2 specs (page 64, 128).
 - Direct grid = B x ceil(max_seq_len / tile), 2-D (chunk, sequence); next_n is not in it: the rows of
   a sequence share the CTA (its KV registers serve every row; a runtime row loop prefetches the next

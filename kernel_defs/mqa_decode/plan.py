@@ -3,7 +3,7 @@
 Pure Python + torch (no flydsl). Dispatch (`plan_call`), binding knobs against hints:
 - hints: block_k None or 256, num_warps None or 4, parallel_unit_num None. These only restate the
   upstream defaults, so they leave the choice to the op: D128 with H64/H128 and next_n <= 8 runs the
-  direct path (the walk kernel for H64 with next_n 3..4, else the direct kernel), everything else the
+  direct path (the walk kernel for H64 with next_n 3..4 on large grids, else the direct kernel), everything else the
   staged-LDS kernel with the default 256 x 4 tile.
 - binding: an external schedule (`cta_info` + `total_ctas`: its chunks are block_k tokens), an explicit
   `parallel_unit_num` (the persistent grid size), any other block_k, any other num_warps, and
@@ -99,7 +99,7 @@ def direct_plan(s: Shapes, max_seq_len: int, *, out, q_fp4, q_scale, kv_cache, k
     if not (isinstance(cl, Tensor) and cl.dtype is _I32 and cl.shape == (s.batch,) and cl.is_contiguous()
             and not cl.data_ptr() % DWORD_ALIGN):
         check_tensor("context_lens", cl, dtype=torch.int32, shape=(s.batch,), contiguous=True, align=DWORD_ALIGN)
-    if variant is None and takes_walk(s.heads, s.head_dim, s.next_n):
+    if variant is None and takes_walk(s.heads, s.head_dim, s.next_n, s.batch, max_seq_len):
         tile, params = WALK_SPAN, walk_params(s.page_size)
     else:
         if variant is None:

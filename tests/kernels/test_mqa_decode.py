@@ -14,6 +14,7 @@ import torch
 from flyaot.kernel_defs.mqa_common import layouts
 from flyaot.kernel_defs.mqa_common.reference import compare, passes
 from flyaot import runtime
+from flyaot.kernel_defs.mqa_decode import geometry
 from flyaot.kernel_defs.mqa_decode import plan as P
 from flyaot.kernel_defs.mqa_decode.reference import pa_mqa_logits_reference, visible_mask
 from flyaot.kernel_defs.mqa_runs_schedule.reference import varctx_reference as build_schedule
@@ -205,8 +206,14 @@ def test_direct_every_spec(heads, page, next_n, ctx, msl, k):
     _check(out, kv, q, qs, w, cl, msl, next_n, 1.5)
 
 
+@pytest.fixture
+def walk_on_small_grids(monkeypatch):
+    """The walk kernel on the small grids of these tests (the op picks it from 1024 chunks)."""
+    monkeypatch.setattr(geometry, "WALK_MIN_CTAS", 1)
+
+
 @pytest.mark.parametrize("next_n,path", [(2, "direct"), (4, "walk")])
-def test_direct_path_fills_nothing_and_writes_every_cell(next_n, path):
+def test_direct_path_fills_nothing_and_writes_every_cell(next_n, path, walk_on_small_grids):
     """The op leaves a given `out` untouched before the direct or walk launch (no -inf fill); the kernel
     alone then writes every cell: logits, the -inf of rows that see part of a chunk, of rows that see
     none of it (next_n > ctx) and of whole dead chunks (an empty sequence, columns past a context)."""
@@ -267,8 +274,8 @@ WALK_CASES = [
 
 
 @pytest.mark.parametrize("page,next_n,ctx,msl", WALK_CASES, ids=[f"p{c[0]}-n{c[1]}" for c in WALK_CASES])
-def test_walk_kernel(page, next_n, ctx, msl):
-    """The op picks the walk kernel for H64 with next_n 3..4; it writes every cell (the output starts NaN)."""
+def test_walk_kernel(page, next_n, ctx, msl, walk_on_small_grids):
+    """The walk kernel for H64 with next_n 3..4; it writes every cell (the output starts NaN)."""
     kv, q, qs, w, cl = _problem(page + next_n, ctx, next_n, 64, 128, page)
     out = torch.full((len(ctx) * next_n, msl), float("nan"))
     got, plans = P.plan_call(q, qs, kv.kv_cache, kv.kv_scale, kv.block_tables, w, cl, msl, weight_scale=0.75,
@@ -280,7 +287,7 @@ def test_walk_kernel(page, next_n, ctx, msl):
     _check(out, kv, q, qs, w, cl, msl, next_n, 0.75)
 
 
-def test_walk_strided_pool_strided_out_and_context_past_max_seq_len():
+def test_walk_strided_pool_strided_out_and_context_past_max_seq_len(walk_on_small_grids):
     """Shared-pool pages, a column slice of a wider output and a context longer than max_seq_len through the
     public op on the walk kernel (no cell at or past max_seq_len is stored)."""
     ctx, next_n, msl = [700, 0, 300], 4, 600

@@ -4,6 +4,7 @@ import torch
 
 from flyaot.kernel_defs.mqa_common import layouts
 from flyaot.kernel_defs.mqa_decode import plan as P
+from flyaot.kernel_defs.mqa_decode import geometry
 from flyaot.kernel_defs.mqa_decode.geometry import DIRECT_VARIANTS, direct_tile, takes_walk
 from flyaot.kernel_defs.mqa_runs_schedule.reference import varctx_reference as build_schedule
 from flyaot.ops import _mqa_decode as op_module
@@ -184,11 +185,14 @@ def test_direct_tile_follows_heads_rows_and_grid_size():
             assert (tile, "scalar" if scalar else "vector", waves) in DIRECT_VARIANTS[heads]
 
 
-def test_walk_kernel_for_h64_with_three_or_four_rows(monkeypatch):
-    # the walk kernel serves H64 D128 with next_n 3..4 (before the direct_tile rule); other row counts and
-    # H128 keep the direct kernel, a forced direct variant keeps it too
-    assert [n for n in range(1, 9) if takes_walk(64, 128, n)] == [3, 4]
-    assert not takes_walk(128, 128, 4) and not takes_walk(64, 256, 4)
+def test_walk_kernel_for_h64_with_three_or_four_rows_on_large_grids(monkeypatch):
+    # the walk kernel serves H64 D128 with next_n 3..4 on grids of >= 1024 256-token chunks (before the
+    # direct_tile rule); other row counts, H128 and smaller grids keep the direct kernel, a forced direct
+    # variant keeps it too
+    assert [n for n in range(1, 9) if takes_walk(64, 128, n, 32, 32768)] == [3, 4]
+    assert not takes_walk(128, 128, 4, 32, 32768) and not takes_walk(64, 256, 4, 32, 32768)
+    assert takes_walk(64, 128, 4, 4, 65536) and not takes_walk(64, 128, 4, 4, 65536 - 256)
+    monkeypatch.setattr(geometry, "WALK_MIN_CTAS", 1)           # the small calls below take it too
     for next_n, page in ((3, 64), (4, 128)):
         a, kw = _args(page=page, next_n=next_n)
         plan = _plan_of(monkeypatch, a, kw)
