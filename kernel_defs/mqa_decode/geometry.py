@@ -131,6 +131,43 @@ class Direct:
     def lds_bytes(self): return 0 if self.head_waves == 1 else self.head_waves * MAX_NEXT_N * self.tile * 4
 
 
+WALK_SPAN = 256          # tokens of one walk CTA
+WALK_STEP = QUAD         # tokens a walk wave scores per step: 4 n-tiles, one KV-scale dword per lane at page 64
+WALK_NEXT_N = (3, 4)     # rows the walk kernel serves (one wave each); chosen on the timing model
+WALK_MIN_CTAS = 1024     # smallest walk grid it serves: on smaller grids its four dependent steps per wave
+                         # lose to the direct kernel's short chains (timing model: 256 CTAs 2.9 vs 1.7 us)
+WALK_MIN_WAVES_PER_SIMD = 8     # occupancy the walk kernel is compiled for: <= 512 / 8 VGPRs
+
+
+@dataclass(frozen=True)
+class Walk:
+    """Walk kernel (H64, D128): one CTA = one `span`-token chunk of one sequence, one wave per query row.
+
+    A wave holds its row's Q, Q scales and weights in registers and walks the chunk in `steps` steps of
+    WALK_STEP tokens, loading each step's KV values and scales straight into registers.
+    """
+    page_size: int
+    heads: int = 64
+    head_dim: int = 128
+    span: int = WALK_SPAN
+    waves: int = max(WALK_NEXT_N)
+
+    def __post_init__(self):
+        if self.heads != 64 or self.head_dim != 128:
+            raise ValueError(f"walk path: heads={self.heads}, head_dim={self.head_dim} (needs H64, D128)")
+        if self.page_size % WALK_STEP or self.span % self.page_size:
+            raise ValueError(f"walk path: page_size={self.page_size} does not tile a {self.span}-token chunk")
+
+    @property
+    def steps(self): return self.span // WALK_STEP
+    @property
+    def n_tiles(self): return WALK_STEP // NTILE
+    @property
+    def qs_pad(self): return layouts.qs_pad(self.heads)
+    @property
+    def threads(self): return WAVE * self.waves
+
+
 def symbol(params: dict) -> str:
     name = "mqa_decode_{path}_h{heads}_d{head_dim}_p{page_size}_bk{block_k}_w{num_warps}".format(**params)
     return name + ("_sw" if params["weight_load"] == "scalar" else "")
@@ -153,14 +190,29 @@ def direct_params(heads: int, page_size: int, tile: int, scalar_weights: bool, w
             "num_warps": waves, "weight_load": "scalar" if scalar_weights else "vector"}
 
 
+def walk_params(page_size: int) -> dict:
+    """The params of one walk spec (block_k is its span, num_warps its row waves)."""
+    return {"path": "walk", "heads": 64, "head_dim": 128, "page_size": page_size, "block_k": WALK_SPAN,
+            "num_warps": Walk(page_size).waves, "weight_load": "vector"}
+
+
 def of(params: dict):
-    """The Staged or Direct geometry of a spec's params (the inverse of staged_params / direct_params)."""
+    """The Staged, Direct or Walk geometry of a spec's params (the inverse of the *_params builders)."""
     if params["path"] == "staged":
         return Staged(params["heads"], params["head_dim"], params["page_size"], params["block_k"], params["num_warps"])
     if params["path"] == "direct":
         return Direct(params["heads"], params["page_size"], params["block_k"], params["weight_load"] == "scalar",
                       waves=params["num_warps"])
+    if params["path"] == "walk":
+        return Walk(params["page_size"], params["heads"], params["head_dim"], params["block_k"], params["num_warps"])
     raise ValueError(f"mqa_decode: unknown path {params['path']!r}")
+
+
+def takes_walk(heads: int, head_dim: int, next_n: int, batch: int, max_seq_len: int) -> bool:
+    """The direct path's choice of the walk kernel, from host ints only: H64 D128 with WALK_NEXT_N rows (its
+    waves are the rows, so fewer rows idle waves) on a grid of at least WALK_MIN_CTAS 256-token chunks."""
+    return (heads == 64 and head_dim == 128 and next_n in WALK_NEXT_N
+            and batch * -(-max_seq_len // WALK_SPAN) >= WALK_MIN_CTAS)
 
 
 def direct_tile(heads: int, batch: int, next_n: int, max_seq_len: int):

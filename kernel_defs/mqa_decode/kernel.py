@@ -21,6 +21,9 @@ Design decisions (docs/families/mqa_decode.md#decisions):
   waves, tile 64 with one wave; H128 (two head waves): tile 32, tile 64, tile 64 with scalar (SGPR)
   weight loads -> 2 heads x 2 pages x 3 = 12 specs. KV values and scales go from global memory straight
   to registers; LDS holds only the H128 head-reduction partials (2 x 8 x tile f32).
+- Walk path (walk.py): D128 H64 with next_n 3..4 on grids of >= 1024 chunks, on the direct path
+  (geometry.takes_walk, before the direct variants): one wave per row keeps its Q, Q scales and weights in registers over a 256-token
+  chunk of four 64-token steps; <= 64 VGPRs (8 waves per SIMD), no LDS; 2 specs (page 64, 128).
 - Direct grid = B x ceil(max_seq_len / tile), 2-D (chunk, sequence); next_n is not in it: the rows of
   a sequence share the CTA (its KV registers serve every row; a runtime row loop prefetches the next
   row's Q, Q scales and weights), so "next_n does not itself create additional waves". The grid is
@@ -55,8 +58,9 @@ from flydsl.expr.typing import Int32, Int64
 
 from ..mqa_common import blocks as B
 from .direct import direct_launcher
+from .walk import walk_launcher
 from . import geometry
-from .geometry import DIRECT_MIN_WAVES_PER_SIMD, QUAD, Staged
+from .geometry import DIRECT_MIN_WAVES_PER_SIMD, QUAD, WALK_MIN_WAVES_PER_SIMD, Staged, Walk
 from .specs import FAMILY
 
 
@@ -226,9 +230,13 @@ def launcher(params: dict, target):
     FAMILY.block(params, target)        # refuses a target whose waves the lane layouts do not fit
     name = FAMILY.symbol(params)
     g = geometry.of(params)
-    return _staged_launcher(g, name) if isinstance(g, Staged) else direct_launcher(g, name)
+    if isinstance(g, Staged):
+        return _staged_launcher(g, name)
+    return walk_launcher(g, name) if isinstance(g, Walk) else direct_launcher(g, name)
 
 
 def compile_hints(params: dict) -> dict:
-    # At least 4 waves per SIMD (<= 128 VGPRs): the 64-token tiles serve grids of thousands of CTAs.
-    return {"waves_per_eu": DIRECT_MIN_WAVES_PER_SIMD} if params["path"] == "direct" else {}
+    # Direct: at least 4 waves per SIMD (<= 128 VGPRs), the 64-token tiles serve grids of thousands of
+    # CTAs; walk: 8 (<= 64 VGPRs), its waves do not prefetch and rely on the others to hide their loads.
+    waves = {"direct": DIRECT_MIN_WAVES_PER_SIMD, "walk": WALK_MIN_WAVES_PER_SIMD}.get(params["path"])
+    return {"waves_per_eu": waves} if waves else {}

@@ -3,7 +3,8 @@
 Pure Python + torch (no flydsl). Dispatch (`plan_call`), binding knobs against hints:
 - hints: block_k None or 256, num_warps None or 4, parallel_unit_num None. These only restate the
   upstream defaults, so they leave the choice to the op: D128 with H64/H128 and next_n <= 8 runs the
-  direct kernel, everything else the staged-LDS kernel with the default 256 x 4 tile.
+  direct path (the walk kernel for H64 with next_n 3..4 on large grids, else the direct kernel), everything else the
+  staged-LDS kernel with the default 256 x 4 tile.
 - binding: an external schedule (`cta_info` + `total_ctas`: its chunks are block_k tokens), an explicit
   `parallel_unit_num` (the persistent grid size), any other block_k, any other num_warps, and
   next_n 9..16 (the direct kernel holds at most 8 rows per CTA): all run the staged kernel.
@@ -18,8 +19,8 @@ from ..mqa_runs_schedule import plan as runs_schedule
 from ..registry import LaunchPlan
 from ..tensor_checks import check_int, check_no_overlap, check_tensor
 from .. import value_checks
-from .geometry import (DEFAULT_TILE, DIRECT_HEADS, DIRECT_VARIANTS, MAX_WARPS, QUAD, Staged, direct_params,
-                       direct_tile, staged_params)
+from .geometry import (DEFAULT_TILE, DIRECT_HEADS, DIRECT_VARIANTS, MAX_WARPS, QUAD, WALK_SPAN, Staged,
+                       direct_params, direct_tile, staged_params, takes_walk, walk_params)
 from .geometry import MAX_NEXT_N as DIRECT_MAX_NEXT_N
 from .inputs import Shapes, check_inputs, check_out, check_schedule
 from .specs import FAMILY
@@ -87,23 +88,27 @@ def takes_direct_path(s: Shapes, *, cta_info=None, total_ctas=None, block_k=None
 
 def direct_plan(s: Shapes, max_seq_len: int, *, out, q_fp4, q_scale, kv_cache, kv_scale, block_tables,
                 weights, context_lens, weight_scale: float, variant=None) -> LaunchPlan:
-    """2-D grid (ceil(max_seq_len / tile), B); context_lens must be int32 and contiguous (the kernel
-    reads its entries as scalar dwords).
+    """The direct path's kernel: the walk kernel (geometry.takes_walk) or a direct variant, on the 2-D grid
+    (ceil(max_seq_len / tile), B); context_lens must be int32 and contiguous (the kernels read its
+    entries as scalar dwords).
 
-    variant: None picks (tile, weight_load, waves) from the shape (geometry.direct_tile); tests and
-    benchmarks may force one of DIRECT_VARIANTS[heads].
+    variant: None picks the walk kernel or (tile, weight_load, waves) from the shape (geometry.direct_tile);
+    tests and benchmarks may force one of DIRECT_VARIANTS[heads].
     """
     cl = context_lens
     if not (isinstance(cl, Tensor) and cl.dtype is _I32 and cl.shape == (s.batch,) and cl.is_contiguous()
             and not cl.data_ptr() % DWORD_ALIGN):
         check_tensor("context_lens", cl, dtype=torch.int32, shape=(s.batch,), contiguous=True, align=DWORD_ALIGN)
-    if variant is None:
-        tile, scalar, waves = direct_tile(s.heads, s.batch, s.next_n, max_seq_len)
-    elif tuple(variant) in DIRECT_VARIANTS[s.heads]:
-        tile, scalar, waves = variant[0], variant[1] == "scalar", variant[2]
+    if variant is None and takes_walk(s.heads, s.head_dim, s.next_n, s.batch, max_seq_len):
+        tile, params = WALK_SPAN, walk_params(s.page_size)
     else:
-        raise ValueError(f"variant={variant!r} is not prebuilt; supported: {list(DIRECT_VARIANTS[s.heads])}")
-    params = direct_params(s.heads, s.page_size, tile, scalar, waves)
+        if variant is None:
+            tile, scalar, waves = direct_tile(s.heads, s.batch, s.next_n, max_seq_len)
+        elif tuple(variant) in DIRECT_VARIANTS[s.heads]:
+            tile, scalar, waves = variant[0], variant[1] == "scalar", variant[2]
+        else:
+            raise ValueError(f"variant={variant!r} is not prebuilt; supported: {list(DIRECT_VARIANTS[s.heads])}")
+        params = direct_params(s.heads, s.page_size, tile, scalar, waves)
     args = {
         "out": out, "q": q_fp4, "q_scale": q_scale, "kv_cache": kv_cache, "kv_scale": kv_scale,
         "block_tables": block_tables, "weights": weights, "context_lens": context_lens,
@@ -148,7 +153,7 @@ def plan_call(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, context
                              total_ctas=total_ctas)
     if takes_direct_path(s, cta_info=cta_info, total_ctas=total_ctas, block_k=block_k, num_warps=num_warps,
                          parallel_unit_num=parallel_unit_num):
-        # the direct kernel writes every cell of out[:, :max_seq_len], the -inf ones too: no fill
+        # the direct and walk kernels write every cell of out[:, :max_seq_len], the -inf ones too: no fill
         if out is None:
             out = torch.empty((rows, max_seq_len), dtype=torch.float32, device=q_fp4.device)
         return out, (direct_plan(s, max_seq_len, out=out, q_fp4=q_fp4, q_scale=q_scale, kv_cache=kv_cache,

@@ -1,20 +1,23 @@
 """mqa_decode family: FP4 paged MQA logits decode (docs/families/mqa_decode.md), the prebuilt matrix.
 
 Compile-time: path, heads, head_dim, page_size, block_k (staged chunk / direct tile tokens), num_warps,
-weight_load (direct path: vector or scalar weight loads). Runtime: next_n, every stride (including the
-block-table width), max_seq_len, batch, grid size, weight_scale.
+weight_load (direct path: vector or scalar weight loads; the walk path is H64 D128 bk256 w4 per page
+size). Runtime: next_n, every stride (including the block-table width), max_seq_len, batch, grid size,
+weight_scale.
 
 Budgets (per path): no scratch and no spills (global gate); the staged kernel's LDS is exactly its
 KV stage (block_k * (D/2 + D/32) bytes); the direct kernel's LDS is exactly the head-reduction buffer
 (2 waves x 8 rows x tile x 4 bytes) and nothing else, and it keeps DIRECT_MIN_WAVES_PER_SIMD waves per
-SIMD (a quarter of the target's VGPRs + AGPRs).
+SIMD (a quarter of the target's VGPRs + AGPRs); the walk kernel has no LDS and keeps
+WALK_MIN_WAVES_PER_SIMD (an eighth).
 """
 from ... import targets
 from ..mqa_common.inputs import HEAD_DIMS, HEADS, PAGE_SIZES
 from ..registry import Budget, Family, kernel_abi
 from . import geometry
 from .geometry import (DIRECT_HEADS, DIRECT_MIN_WAVES_PER_SIMD, DIRECT_VARIANTS, MAX_WARPS, STAGED_LDS_PER_TOKEN,
-                       STAGED_TILES, Direct, direct_params, staged_params)
+                       STAGED_TILES, WALK_MIN_WAVES_PER_SIMD, Direct, Walk, direct_params, staged_params,
+                       walk_params)
 
 TARGETS = (targets.DEFAULT_TARGET,)
 
@@ -24,7 +27,7 @@ _COMMON = ("void* out, void* q, void* q_scale, void* kv_cache, void* kv_scale, v
 # num_pages and bt_width bound every page the kernels read (docs/safety.md); the staged kernel also
 # bounds the output rows a schedule entry may name.
 _STAGED_ABI = kernel_abi(_COMMON + ", int32_t rows, int32_t num_pages, int32_t bt_width")
-# The direct kernel needs no schedule: each CTA reads its batch's context length.
+# The direct and walk kernels need no schedule: each CTA reads its batch's context length.
 _DIRECT_ABI = tuple(("context_lens", t) if n == "cta_info" else (n, t)
                     for n, t in kernel_abi(_COMMON + ", int32_t num_pages, int32_t bt_width"))
 
@@ -41,6 +44,7 @@ def _specs(target):
         for p in PAGE_SIZES:
             for tile, wl, waves in DIRECT_VARIANTS[h]:
                 out.append(direct_params(h, p, tile, wl == "scalar", waves))
+    out += [walk_params(p) for p in PAGE_SIZES]
     return out
 
 
@@ -49,6 +53,8 @@ def _budget(params, target):
     registers = target.vgprs + target.agprs
     if isinstance(g, Direct):
         return Budget(max_vgpr_plus_agpr=registers // DIRECT_MIN_WAVES_PER_SIMD, exact_lds=g.lds_bytes)
+    if isinstance(g, Walk):
+        return Budget(max_vgpr_plus_agpr=registers // WALK_MIN_WAVES_PER_SIMD, exact_lds=0)
     return Budget(max_vgpr_plus_agpr=registers, exact_lds=g.lds_bytes)
 
 
@@ -56,7 +62,7 @@ _MAX_LDS = max(targets.get(t).lds_bytes for t in TARGETS)
 
 FAMILY = Family(
     name="mqa_decode",
-    axes={"path": ("staged", "direct"), "heads": HEADS, "head_dim": HEAD_DIMS, "page_size": PAGE_SIZES,
+    axes={"path": ("staged", "direct", "walk"), "heads": HEADS, "head_dim": HEAD_DIMS, "page_size": PAGE_SIZES,
           # staged: any multiple of 64 tokens the LDS holds, 1..16 waves (plan.staged_tile); direct: 32, 64
           "block_k": (32,) + tuple(range(64, _MAX_LDS // STAGED_LDS_PER_TOKEN + 1, 64)),
           "num_warps": tuple(range(1, MAX_WARPS + 1)), "weight_load": ("vector", "scalar")},
@@ -64,7 +70,7 @@ FAMILY = Family(
     symbol=geometry.symbol,
     block=geometry.block,
     targets=TARGETS,
-    abi=lambda params: _DIRECT_ABI if params["path"] == "direct" else _STAGED_ABI,
+    abi=lambda params: _STAGED_ABI if params["path"] == "staged" else _DIRECT_ABI,
     budget=_budget,
     shipped=True,
     doc=__doc__,

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from flyaot.kernel_defs.mqa_common import layouts
+from flyaot.kernel_defs.mqa_decode import geometry
 from flyaot.kernel_defs.mqa_decode.reference import pa_mqa_logits_reference, visible_mask
 from flyaot.kernel_defs.mqa_runs_schedule.reference import varctx_reference as build_schedule
 from flyaot.kernel_defs.mqa_prefill.reference import prefill_logits, varqlen_windows, visible
@@ -30,8 +31,16 @@ def _decode_problem(ctx, heads, page, *, next_n=1, table_width=None, seed=0):
     return kv, q, qs, w, torch.tensor(ctx, dtype=torch.int32)
 
 
-# heads 64 -> the direct kernel; heads 16 -> the staged kernel (internal schedule)
-DECODE_PATHS = [pytest.param(64, id="direct"), pytest.param(16, id="staged")]
+# (heads, next_n) -> the kernel: heads 64 the direct kernel (the walk kernel with 3..4 rows, on these small
+# grids only with the walk_anywhere fixture), heads 16 the staged kernel (internal schedule)
+@pytest.fixture
+def walk_anywhere(monkeypatch):
+    monkeypatch.setattr(geometry, "WALK_MIN_CTAS", 1)
+
+
+def _decode_rows(next_n):
+    return [pytest.param(64, next_n, id="direct"), pytest.param(16, next_n, id="staged"),
+            pytest.param(64, 4, id="walk")]
 
 
 def _run_decode(kv, q, qs, w, cl, msl, next_n=1, **kw):
@@ -43,27 +52,27 @@ def _run_decode(kv, q, qs, w, cl, msl, next_n=1, **kw):
     return out, ref
 
 
-@pytest.mark.parametrize("heads", DECODE_PATHS)
+@pytest.mark.parametrize("heads,next_n", _decode_rows(2))
 @pytest.mark.parametrize("entry", [-1, "num_pages", BAD_PAGE], ids=["minus1", "num_pages", "int32max"])
-def test_decode_block_table_entry_outside_kv_cache(heads, entry):
-    kv, q, qs, w, cl = _decode_problem([300, 200], heads, 64, next_n=2)
+def test_decode_block_table_entry_outside_kv_cache(heads, next_n, entry, walk_anywhere):
+    kv, q, qs, w, cl = _decode_problem([300, 200], heads, 64, next_n=next_n)
     bad = kv.kv_cache.shape[0] if entry == "num_pages" else entry
     kv.block_tables[0, 1] = bad                     # tokens 64..127 of sequence 0
     kv.block_tables[1, 3] = bad                     # tokens 192..199 of sequence 1 (its last page)
-    out, ref = _run_decode(kv, q, qs, w, cl, 320, next_n=2)
-    assert bool((ref[0:2, 64:128] == NEG_INF).all()) and bool(torch.isfinite(ref[0, :64]).all())
-    assert_contract(out, ref, visible_mask(cl, 2, 320))
+    out, ref = _run_decode(kv, q, qs, w, cl, 320, next_n=next_n)
+    assert bool((ref[0:next_n, 64:128] == NEG_INF).all()) and bool(torch.isfinite(ref[0, :64]).all())
+    assert_contract(out, ref, visible_mask(cl, next_n, 320))
 
 
-@pytest.mark.parametrize("heads", DECODE_PATHS)
-def test_decode_context_past_the_block_table(heads):
+@pytest.mark.parametrize("heads,next_n", _decode_rows(1))
+def test_decode_context_past_the_block_table(heads, next_n, walk_anywhere):
     """context_lens[b] needs more pages than the table row has: the tokens past the width are -inf and
     the table is never read past its width (the last row sits at the end of its guarded pool)."""
-    kv, q, qs, w, cl = _decode_problem([130, 140], heads, 64)
+    kv, q, qs, w, cl = _decode_problem([130, 140], heads, 64, next_n=next_n)
     cl[1] = 64 * kv.block_tables.shape[1] + 150     # 3 pages wide, 5 pages of context
-    out, ref = _run_decode(kv, q, qs, w, cl, 448)
-    assert bool((ref[1, 192:] == NEG_INF).all())
-    assert_contract(out, ref, visible_mask(cl, 1, 448))
+    out, ref = _run_decode(kv, q, qs, w, cl, 448, next_n=next_n)
+    assert bool((ref[next_n:, 192:] == NEG_INF).all())
+    assert_contract(out, ref, visible_mask(cl, next_n, 448))
 
 
 def test_decode_bad_external_schedule():

@@ -5,7 +5,8 @@ next_n the issue lists, H16/H64/H128, D128/D256, page 64/128, empty/ragged/short
 (strided) pages, strided output, fixed schedule buffers reused graph-style. Direct kernel: every spec
 (H64/H128 x page 64/128 x 32-token / 64-token / 64-token scalar-weight variants) with next_n 1..8,
 empty/ragged/short contexts, strided pages and output, contexts past max_seq_len, and the grid-size
-dispatch through the public op.
+dispatch through the public op. Walk kernel (H64, next_n 3..4): both page sizes with ragged contexts,
+strided pages and output, contexts past max_seq_len.
 """
 import pytest
 import torch
@@ -13,6 +14,7 @@ import torch
 from flyaot.kernel_defs.mqa_common import layouts
 from flyaot.kernel_defs.mqa_common.reference import compare, passes
 from flyaot import runtime
+from flyaot.kernel_defs.mqa_decode import geometry
 from flyaot.kernel_defs.mqa_decode import plan as P
 from flyaot.kernel_defs.mqa_decode.reference import pa_mqa_logits_reference, visible_mask
 from flyaot.kernel_defs.mqa_runs_schedule.reference import varctx_reference as build_schedule
@@ -204,18 +206,25 @@ def test_direct_every_spec(heads, page, next_n, ctx, msl, k):
     _check(out, kv, q, qs, w, cl, msl, next_n, 1.5)
 
 
-def test_direct_path_fills_nothing_and_writes_every_cell():
-    """The op leaves a given `out` untouched before the direct launch (no -inf fill); the kernel alone
-    then writes every cell: logits, the -inf of rows that see part of a chunk, of rows that see none of
-    it (next_n > ctx) and of whole dead chunks (an empty sequence, columns past a context)."""
-    ctx, next_n, msl = [70, 0, 130, 2], 4, 192
+@pytest.fixture
+def walk_on_small_grids(monkeypatch):
+    """The walk kernel on the small grids of these tests (the op picks it from 1024 chunks)."""
+    monkeypatch.setattr(geometry, "WALK_MIN_CTAS", 1)
+
+
+@pytest.mark.parametrize("next_n,path", [(2, "direct"), (4, "walk")])
+def test_direct_path_fills_nothing_and_writes_every_cell(next_n, path, walk_on_small_grids):
+    """The op leaves a given `out` untouched before the direct or walk launch (no -inf fill); the kernel
+    alone then writes every cell: logits, the -inf of rows that see part of a chunk, of rows that see
+    none of it (next_n > ctx) and of whole dead chunks (an empty sequence, columns past a context)."""
+    ctx, msl = [70, 0, 130, 2], 192
     kv, q, qs, w, cl = _problem(3, ctx, next_n, 64, 128, 64)
     out = torch.full((len(ctx) * next_n, msl), float("nan"))
     got, plans = P.plan_call(q, qs, kv.kv_cache, kv.kv_scale, kv.block_tables, w, cl, msl, weight_scale=1.25,
                              next_n=next_n, block_k=None, kv_block_size=64, num_warps=None, parallel_unit_num=None,
                              out=out, cta_info=None, total_ctas=None)
     assert got is out and bool(out.isnan().all())
-    assert [p.params["path"] for p in plans] == ["direct"]
+    assert [p.params["path"] for p in plans] == [path]
     runtime.launch(plans[0])
     _check(out, kv, q, qs, w, cl, msl, next_n, 1.25)
 
@@ -250,3 +259,43 @@ def test_direct_grid_dispatch_through_the_op(monkeypatch, heads, variant):
     assert plan.params["path"] == "direct" and plan.grid == (64, 17, 1)
     assert (plan.params["block_k"], plan.params["weight_load"], plan.params["num_warps"]) == variant
     _check(out, kv, q, qs, w, cl, 4096, 2, 1.0)
+
+
+# ------------------------------------------------------------------------------------------ walk kernel
+
+# (page, next_n, contexts, max_seq_len): ragged contexts, none a multiple of 256 but one, an empty one,
+# contexts shorter than next_n, a context past max_seq_len, max_seq_len not a multiple of 256.
+WALK_CASES = [
+    (64, 4, [100, 0, 257, 600, 3], 640),
+    (64, 3, [256, 1, 513, 77], 520),
+    (128, 4, [1000, 2, 129], 768),
+    (128, 3, [300, 0, 640, 900], 700),
+]
+
+
+@pytest.mark.parametrize("page,next_n,ctx,msl", WALK_CASES, ids=[f"p{c[0]}-n{c[1]}" for c in WALK_CASES])
+def test_walk_kernel(page, next_n, ctx, msl, walk_on_small_grids):
+    """The walk kernel for H64 with next_n 3..4; it writes every cell (the output starts NaN)."""
+    kv, q, qs, w, cl = _problem(page + next_n, ctx, next_n, 64, 128, page)
+    out = torch.full((len(ctx) * next_n, msl), float("nan"))
+    got, plans = P.plan_call(q, qs, kv.kv_cache, kv.kv_scale, kv.block_tables, w, cl, msl, weight_scale=0.75,
+                             next_n=next_n, block_k=None, kv_block_size=page, num_warps=None,
+                             parallel_unit_num=None, out=out, cta_info=None, total_ctas=None)
+    (plan,) = plans
+    assert plan.params["path"] == "walk" and plan.grid == (-(-msl // 256), len(ctx), 1)
+    runtime.launch(plan)
+    _check(out, kv, q, qs, w, cl, msl, next_n, 0.75)
+
+
+def test_walk_strided_pool_strided_out_and_context_past_max_seq_len(walk_on_small_grids):
+    """Shared-pool pages, a column slice of a wider output and a context longer than max_seq_len through the
+    public op on the walk kernel (no cell at or past max_seq_len is stored)."""
+    ctx, next_n, msl = [700, 0, 300], 4, 600
+    kv, q, qs, w, cl = _problem(13, ctx, next_n, 64, 128, 64, pool_gap=96, table_width=12)
+    wide = torch.full((len(ctx) * next_n, msl + 24), 7.0)
+    out = wide[:, 8:8 + msl]
+    got = pa_mqa_logits_fp4(q, qs, kv.kv_cache, kv.kv_scale, kv.block_tables, w, cl, msl, next_n=next_n,
+                            out=out, weight_scale=0.5)
+    assert got.data_ptr() == out.data_ptr()
+    _check(out, kv, q, qs, w, cl, msl, next_n, 0.5)
+    assert (wide[:, :8] == 7.0).all() and (wide[:, 8 + msl:] == 7.0).all()

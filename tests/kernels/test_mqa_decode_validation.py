@@ -4,7 +4,8 @@ import torch
 
 from flyaot.kernel_defs.mqa_common import layouts
 from flyaot.kernel_defs.mqa_decode import plan as P
-from flyaot.kernel_defs.mqa_decode.geometry import DIRECT_VARIANTS, direct_tile
+from flyaot.kernel_defs.mqa_decode import geometry
+from flyaot.kernel_defs.mqa_decode.geometry import DIRECT_VARIANTS, direct_tile, takes_walk
 from flyaot.kernel_defs.mqa_runs_schedule.reference import varctx_reference as build_schedule
 from flyaot.ops import _mqa_decode as op_module
 
@@ -138,7 +139,7 @@ def _plan_of(monkeypatch, a, kw):
     monkeypatch.setattr(op_module.runtime, "launch", lambda plan, stream=None: plans.append(plan))
     _call(a, kw)
     *schedule, plan = plans           # the staged kernel's internal schedule is launched before it
-    assert [p.family for p in schedule] == ([] if plan.params["path"] == "direct" or "cta_info" in kw
+    assert [p.family for p in schedule] == ([] if plan.params["path"] in ("direct", "walk") or "cta_info" in kw
                                             else ["mqa_runs_schedule"])
     return plan
 
@@ -182,6 +183,30 @@ def test_direct_tile_follows_heads_rows_and_grid_size():
         for shape in ((1, 1, 100), (40, 3, 4096), (3, 8, 70000)):
             tile, scalar, waves = direct_tile(heads, *shape)
             assert (tile, "scalar" if scalar else "vector", waves) in DIRECT_VARIANTS[heads]
+
+
+def test_walk_kernel_for_h64_with_three_or_four_rows_on_large_grids(monkeypatch):
+    # the walk kernel serves H64 D128 with next_n 3..4 on grids of >= 1024 256-token chunks (before the
+    # direct_tile rule); other row counts, H128 and smaller grids keep the direct kernel, a forced direct
+    # variant keeps it too
+    assert [n for n in range(1, 9) if takes_walk(64, 128, n, 32, 32768)] == [3, 4]
+    assert not takes_walk(128, 128, 4, 32, 32768) and not takes_walk(64, 256, 4, 32, 32768)
+    assert takes_walk(64, 128, 4, 4, 65536) and not takes_walk(64, 128, 4, 4, 65536 - 256)
+    monkeypatch.setattr(geometry, "WALK_MIN_CTAS", 1)           # the small calls below take it too
+    for next_n, page in ((3, 64), (4, 128)):
+        a, kw = _args(page=page, next_n=next_n)
+        plan = _plan_of(monkeypatch, a, kw)
+        assert plan.params["path"] == "walk" and plan.params["page_size"] == page
+        assert plan.grid == (1, 2, 1) and plan.block == (256, 1, 1) and plan.args["next_n"] == next_n
+        s = P.check_inputs(*a.values(), next_n, page, 1.0)
+        forced = P.direct_plan(s, 128, out=torch.empty(2 * next_n, 128), q_fp4=a["q_fp4"], q_scale=a["q_scale"],
+                               kv_cache=a["kv_cache"], kv_scale=a["kv_scale"], block_tables=a["block_tables"],
+                               weights=a["weights"], context_lens=a["context_lens"], weight_scale=1.0,
+                               variant=(64, "vector", 1))
+        assert forced.params["path"] == "direct"
+    for next_n in (2, 5):
+        a, kw = _args(next_n=next_n)
+        assert _plan_of(monkeypatch, a, kw).params["path"] == "direct", next_n
 
 
 def test_direct_variant_override_is_checked():
