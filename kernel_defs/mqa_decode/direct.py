@@ -238,8 +238,12 @@ def direct_kernel(g: Direct, name: str):
 
 
 def direct_launcher(g: Direct, name: str):
-    kern = direct_kernel(g, name)
-    threads = g.threads
+    return entry_launcher(direct_kernel(g, name), g.threads)
+
+
+def entry_launcher(kern, threads: int):
+    """The jit entry that compiles a decode kernel taking the direct kernels' arguments (the walk kernel
+    shares them); its grid is the compile's only, the runtime launches the real one."""
 
     @flyc.jit
     def launch(out: fx.Pointer, q: fx.Pointer, q_scale: fx.Pointer, kv_cache: fx.Pointer,

@@ -26,6 +26,7 @@ from flydsl.expr.primitive import range_constexpr
 from flydsl.expr.typing import Int32, Int64
 
 from ..mqa_common import blocks as B
+from .direct import entry_launcher
 from .geometry import NTILE, WALK_STEP, Walk
 
 
@@ -183,17 +184,4 @@ def walk_kernel(g: Walk, name: str):
 
 
 def walk_launcher(g: Walk, name: str):
-    kern = walk_kernel(g, name)
-    threads = g.threads
-
-    @flyc.jit
-    def launch(out: fx.Pointer, q: fx.Pointer, q_scale: fx.Pointer, kv_cache: fx.Pointer,
-               kv_scale: fx.Pointer, block_tables: fx.Pointer, weights: fx.Pointer, context_lens: fx.Pointer,
-               next_n: Int32, max_seq_len: Int32, stride_out: Int64, stride_kv: Int64, stride_ks: Int64,
-               stride_bt: Int32, weight_scale: fx.Float32, num_pages: Int32, bt_width: Int32,
-               stream: fx.Stream = fx.Stream(None)):
-        kern(out, q, q_scale, kv_cache, kv_scale, block_tables, weights, context_lens, next_n, max_seq_len,
-             stride_out, stride_kv, stride_ks, stride_bt, weight_scale, num_pages, bt_width).launch(
-            grid=(1, 1, 1), block=(threads, 1, 1), stream=stream)
-
-    return launch
+    return entry_launcher(walk_kernel(g, name), g.threads)
