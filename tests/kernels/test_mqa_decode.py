@@ -229,11 +229,18 @@ def test_direct_path_fills_nothing_and_writes_every_cell(next_n, path, walk_on_s
     _check(out, kv, q, qs, w, cl, msl, next_n, 1.25)
 
 
-def test_direct_strided_pool_strided_out_and_context_past_max_seq_len():
-    """Shared-pool pages with a 64-bit-sized gap, a column slice of a wider output, and a context longer
-    than max_seq_len (the kernel stores no cell at or past max_seq_len)."""
-    ctx, next_n, msl = [150, 0, 200], 3, 160
-    kv, q, qs, w, cl = _problem(11, ctx, next_n, 128, 128, 64, pool_gap=160, table_width=5)
+# (seed, contexts, next_n, max_seq_len, heads, pool gap, table width) per kernel
+_STRIDED = {"direct": (11, [150, 0, 200], 3, 160, 128, 160, 5), "walk": (13, [700, 0, 300], 4, 600, 64, 96, 12)}
+
+
+@pytest.mark.parametrize("kernel", sorted(_STRIDED))
+def test_strided_pool_strided_out_and_context_past_max_seq_len(kernel, request):
+    """Shared-pool pages with a gap, a column slice of a wider output, and a context longer than
+    max_seq_len through the public op (the kernel stores no cell at or past max_seq_len)."""
+    if kernel == "walk":
+        request.getfixturevalue("walk_on_small_grids")
+    seed, ctx, next_n, msl, heads, gap, width = _STRIDED[kernel]
+    kv, q, qs, w, cl = _problem(seed, ctx, next_n, heads, 128, 64, pool_gap=gap, table_width=width)
     wide = torch.full((len(ctx) * next_n, msl + 24), 7.0)
     out = wide[:, 8:8 + msl]
     got = pa_mqa_logits_fp4(q, qs, kv.kv_cache, kv.kv_scale, kv.block_tables, w, cl, msl, next_n=next_n,
@@ -287,15 +294,3 @@ def test_walk_kernel(page, next_n, ctx, msl, walk_on_small_grids):
     _check(out, kv, q, qs, w, cl, msl, next_n, 0.75)
 
 
-def test_walk_strided_pool_strided_out_and_context_past_max_seq_len(walk_on_small_grids):
-    """Shared-pool pages, a column slice of a wider output and a context longer than max_seq_len through the
-    public op on the walk kernel (no cell at or past max_seq_len is stored)."""
-    ctx, next_n, msl = [700, 0, 300], 4, 600
-    kv, q, qs, w, cl = _problem(13, ctx, next_n, 64, 128, 64, pool_gap=96, table_width=12)
-    wide = torch.full((len(ctx) * next_n, msl + 24), 7.0)
-    out = wide[:, 8:8 + msl]
-    got = pa_mqa_logits_fp4(q, qs, kv.kv_cache, kv.kv_scale, kv.block_tables, w, cl, msl, next_n=next_n,
-                            out=out, weight_scale=0.5)
-    assert got.data_ptr() == out.data_ptr()
-    _check(out, kv, q, qs, w, cl, msl, next_n, 0.5)
-    assert (wide[:, :8] == 7.0).all() and (wide[:, 8 + msl:] == 7.0).all()
