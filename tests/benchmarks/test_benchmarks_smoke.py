@@ -337,3 +337,31 @@ def test_build_throughput():
     p = run("build.py", "--sample", 1, "--no-full-set", timeout=400)
     assert re.search(r"1 worker\(s\): 1 specs in [\d.]+s", p.stdout) and "speedup 2 vs 1 workers" in p.stdout
     assert "full set" not in p.stdout
+
+
+def _model_module():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("gfx950_model_under_test", BENCH / "gfx950_model.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_gfx950_model_calibrates_mqa_rows_on_kernel_time_and_gemm_rows_on_eager_time():
+    """The MQA seed tables state kernel times (the -inf fill is a kernel of its own, outside them), the
+    GEMM table eager launches: what a row is compared with must leave out, or add, exactly those."""
+    gm = _model_module()
+    from types import SimpleNamespace
+    from flyaot.emu import timing
+    p = timing.Params(launch_us=1.0, bandwidth_efficiency=0.5)
+    fill = 4_000_000
+    mqa = gm.Row("prefill", "t", "upstream", 10.0, None, None, fill_bytes=fill)
+    mqa.replays = [lambda params: SimpleNamespace(kernel_us=3.0), lambda params: SimpleNamespace(kernel_us=2.0)]
+    fill_us = fill / (gm.T.HBM_BYTES_PER_S * 0.5) * 1e6
+    assert mqa.device(p) == pytest.approx(5.0 + fill_us)
+    assert mqa.modeled(p, host_us=7.0) == pytest.approx(5.0 + fill_us + 1.0)      # no host term: graph replays
+    assert mqa.timed(p, host_us=7.0) == pytest.approx(5.0 + 1.0)                  # no fill either
+    gemm = gm.Row("gemm", "t", "upstream", 10.0, None, None)
+    gemm.replays = [lambda params: SimpleNamespace(kernel_us=3.0)]
+    assert gemm.timed(p, host_us=7.0) == pytest.approx(3.0 + 1.0 + 7.0)
+    assert gm.Row("gemm", "t", "flyaot", None, None, None).timed(p) is None
