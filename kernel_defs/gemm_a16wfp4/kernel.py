@@ -7,8 +7,9 @@ Per workgroup (4 waves, tile bm x bn, see geometry.py):
   The next step's copy goes into the other stage.
 - B (preshuffled packed E2M1, layout in layout.py) is loaded straight to VGPRs, one 16-byte load per
   lane per 16 columns per 128-K block (plus the 1 or 2 scale bytes it needs, so every weight and scale
-  byte is read once per M block), and decoded just before use into BF16 fragments with
-  v_cvt_scalef32_pk_bf16_fp4 (the E8M0 scale is applied by the conversion).
+  byte is read once per M block), and decoded into BF16 fragments with v_cvt_scalef32_pk_bf16_fp4
+  (the E8M0 scale is applied by the conversion) one 16-column n-tile ahead, between the MFMAs of the
+  n-tile before.
 - v_mfma_f32_16x16x32_bf16 with fp32 accumulators. A lane's 16-byte weight load holds K elements
   [32g, 32g+32) of one column (g = lane / 16); dword j of it feeds MFMA j of the 128-K block, so
   MFMA j contracts real K = 32g + 8j + e (e < 8) through its lane-group slot 8g + e. The A fragment
@@ -77,9 +78,13 @@ def _e8m0_scale(packed, shift):
     return _bitcast_f32((e == 0xFF).select(Int32(_SCALE_NAN), bits))
 
 
-def _decode8(word, scale):
-    """8 E2M1 codes of one dword -> vector<8 x bf16> (byte b gives elements 2b, 2b+1)."""
-    pairs = [Vec(rocdl.cvt_scalef32_pk_bf16_fp4(T.vec(2, T.bf16), word, scale, s)) for s in range(4)]
+def _cvt_pair(word, scale, s):
+    """E2M1 codes of byte s of a dword -> vector<2 x bf16> (elements 2s, 2s+1)."""
+    return Vec(rocdl.cvt_scalef32_pk_bf16_fp4(T.vec(2, T.bf16), word, scale, s))
+
+
+def _join8(pairs):
+    """The 4 pairs of one dword -> vector<8 x bf16>."""
     lo = pairs[0].shuffle(pairs[1], [0, 1, 2, 3])
     hi = pairs[2].shuffle(pairs[3], [0, 1, 2, 3])
     return lo.shuffle(hi, list(range(8)))
@@ -169,9 +174,12 @@ def make_launcher(params: dict):
             for c in range_constexpr(CPT):
                 dma_chunk(step, stage, c)
 
+        def read_frag(stage, i, j, mt):  # the A fragment of m-tile mt of MFMA j of block i
+            return Vec(lds_load(stage * A_STAGE + (kw * KB + i) * (KBLOCK * 2) + mt * MFMA_MN * ROW_B
+                                + a_frag[j])).bitcast(fx.BFloat16)
+
         def read_frags(stage, i, j):  # the A fragments of MFMA j of block i, one per m-tile
-            return [Vec(lds_load(stage * A_STAGE + (kw * KB + i) * (KBLOCK * 2) + mt * MFMA_MN * ROW_B
-                                 + a_frag[j])).bitcast(fx.BFloat16) for mt in range_constexpr(MT)]
+            return [read_frag(stage, i, j, mt) for mt in range_constexpr(MT)]
 
         def read_a(stage):          # every A fragment of a step: [block][j][m-tile]
             return [[read_frags(stage, i, j) for j in range_constexpr(KBLOCK // MFMA_K)]
@@ -212,23 +220,58 @@ def make_launcher(params: dict):
                 (sc if ops[q][0] else bq).append(ops[q][1]())
             return bq, sc
 
-        def mfma_group(afrags, bq, scales, i, j, accs):
-            bf = [_decode8(Vec(bq[i * NT + nt])[j], scales[nt]) for nt in range_constexpr(NT)]
-            for mt in range_constexpr(MT):
-                for nt in range_constexpr(NT):
+        def block_scale(sc, i, nt):
+            return _e8m0_scale(sc[i * PAIRS + nt // 2], (nt % 2) * 8)
+
+        def scale_of(scales, sc, i, nt):    # the scale of n-tile nt of block i, computed on first use
+            if fx.const_expr((i, nt) not in scales):
+                scales[(i, nt)] = block_scale(sc, i, nt)
+            return scales[(i, nt)]
+
+        def pair_of(bq, sc, scales, i, j, nt, q):   # conversion q of n-tile nt of MFMA j of block i
+            return _cvt_pair(Vec(bq[i * NT + nt])[j], scale_of(scales, sc, i, nt), q)
+
+        def mfma_group(afrags, bq, sc, scales, i, j, accs, first, nxt, side=()):
+            """The MFMAs of MFMA j of block i, n-tile by n-tile, decoding the next n-tile (of group `nxt`
+            = (i, j) after the last) under them: one conversion after every MT/4-th MFMA, the thunks
+            `side` (B loads) spread over the MFMAs without one. A wave that issues in order runs VALU
+            work in an MFMA's shadow only when it sits between two MFMAs, so in the prefill order (one
+            wave per SIMD) a scheduling fence after each MFMA keeps that placement; the decode order's
+            waves overlap each other instead. `first`: this group's first n-tile, decoded already (or
+            [] when not); returns `nxt`'s first n-tile."""
+            pairs = first if first else [pair_of(bq, sc, scales, i, j, 0, q) for q in range_constexpr(4)]
+            cvt_at = [(p % MT) * 4 // MT != (p % MT + 1) * 4 // MT for p in range_constexpr(MT * NT)]
+            free = [p for p in range_constexpr(MT * NT) if not cvt_at[p]] or list(range_constexpr(MT * NT))
+            side_at = {}
+            for q in range_constexpr(len(side)):
+                side_at.setdefault(free[q * len(free) // len(side)], []).append(side[q])
+            for nt in range_constexpr(NT):
+                src = (i, j, nt + 1) if nt + 1 < NT else (None if nxt is None else (*nxt, 0))
+                bf = _join8(pairs)
+                pairs = []
+                for mt in range_constexpr(MT):
                     a = mt * NT + nt
                     accs[a] = rocdl.mfma_f32_16x16x32_bf16(
-                        T.vec(4, T.f32), [_ir(afrags[mt]), _ir(bf[nt]), accs[a]])
-
-        def block_scales(sc, i):
-            return [_e8m0_scale(sc[i * PAIRS + nt // 2], (nt % 2) * 8) for nt in range_constexpr(NT)]
+                        T.vec(4, T.f32), [_ir(afrags[mt]), _ir(bf), accs[a]])
+                    if fx.const_expr(prefill):
+                        rocdl.sched_barrier(0)
+                    for op in side_at.get(nt * MT + mt, ()):
+                        op()
+                    if fx.const_expr(mt == 0 and src is not None):
+                        scale_of(scales, sc, src[0], src[2])     # before the conversions that need it
+                    if fx.const_expr(src is not None):
+                        for q in range_constexpr(mt * 4 // MT, (mt + 1) * 4 // MT):
+                            pairs.append(pair_of(bq, sc, scales, *src, q))
+            return pairs
 
         def compute(afs, bq, sc, accs):
             accs = list(accs)
-            for i in range_constexpr(KB):
-                scales = block_scales(sc, i)
-                for j in range_constexpr(KBLOCK // MFMA_K):
-                    mfma_group(afs[i][j], bq, scales, i, j, accs)
+            scales = {}
+            pairs = []
+            for g in range_constexpr(len(GROUPS)):
+                i, j = GROUPS[g]
+                pairs = mfma_group(afs[i][j], bq, sc, scales, i, j, accs, pairs,
+                                   GROUPS[g + 1] if g + 1 < len(GROUPS) else None)
             return accs
 
         GROUPS = [(i, j) for i in range_constexpr(KB) for j in range_constexpr(KBLOCK // MFMA_K)]
@@ -239,12 +282,11 @@ def make_launcher(params: dict):
             A wave's loads wait for the CU's load pipe (one at a time, at the L1 rate): issued in a burst
             they stall the wave before its MFMAs, and an LDS read issued behind a copy into LDS cannot
             move ahead of it (the compiler cannot tell the stages apart). So the step is emitted group by
-            group (the MFMAs of one 32-K slice): the A fragments of the next group are read, a share of
-            the next step's A copies and B loads is issued, then the group's conversions and MFMAs run.
-            sched_group_barrier holds the compiler to that order for the loads and MFMAs (a group for the
-            LDS reads too makes its scheduling search run for minutes). The loads go to all groups but
-            the last, whose MFMAs hide the last loads' latency. Only two groups' A fragments are live,
-            which lets 128 x 128 tiles fit the registers."""
+            group (the MFMAs of one 32-K slice): the A fragments of the next group are read and a share
+            of the next step's A copies is issued, then the group's MFMAs run with the next n-tiles'
+            conversions and the share of B loads between them (mfma_group). The loads go to all groups
+            but the last, whose MFMAs hide the last loads' latency. Only two groups' A fragments are
+            live, which lets 128 x 128 tiles fit the registers."""
             accs = list(accs)
             loads = []
             if fx.const_expr(prefetch):
@@ -255,25 +297,24 @@ def make_launcher(params: dict):
             share = [len(loads) * (g + 1) // spread - len(loads) * g // spread if g < spread else 0
                      for g in range_constexpr(len(GROUPS))]
             frags = read_frags(stage, *GROUPS[0])
-            scales = None
+            scales = {}
+            pairs = []
             pos = 0
             for g in range_constexpr(len(GROUPS)):
                 i, j = GROUPS[g]
                 nxt = read_frags(stage, *GROUPS[g + 1]) if g + 1 < len(GROUPS) else None
+                side = []
                 for q in range_constexpr(pos, pos + share[g]):
                     kind, thunk = loads[q]
-                    v = thunk()
-                    if fx.const_expr(kind is not None):
-                        (sc_next if kind else bq_next).append(v)
+                    if fx.const_expr(kind is None):
+                        thunk()
+                    else:
+                        dst = sc_next if kind else bq_next
+                        side.append(functools.partial(lambda thunk, dst: dst.append(thunk()), thunk, dst))
                 pos += share[g]
-                if fx.const_expr(j == 0):
-                    scales = block_scales(sc, i)
-                mfma_group(frags, bq, scales, i, j, accs)
+                pairs = mfma_group(frags, bq, sc, scales, i, j, accs, pairs,
+                                   GROUPS[g + 1] if g + 1 < len(GROUPS) else None, side)
                 frags = nxt
-            for g in range_constexpr(len(GROUPS)):
-                if fx.const_expr(share[g] > 0):
-                    rocdl.sched_group_barrier(rocdl.mask_vmem_rd, share[g], 0)
-                rocdl.sched_group_barrier(rocdl.mask_mfma, MT * NT, 0)
             return accs, bq_next, sc_next
 
         zero = Vec.filled(4, 0.0, fx.Float32).ir_value()
