@@ -248,25 +248,39 @@ def _page_logits(g: Geometry, lds, j, qa, qs, w, lane_v, lane_s, shift_s):
         d = Int32(B.lds_load(lds, lane_s + Int32(g.lds_value_bytes + j * g.page_scale_bytes
                                                   + kt * 4 * P + c * P), 1))
         bscale.append(fx.shrui(d, shift_s) if shift_s is not None else d)
-    sums = []
-    for tt in range_constexpr(g.tiles_per_page):
+    bv = {}                                   # per tile: its B operands, read from LDS when first needed
+
+    def products(tt, m):
+        """The MFMA chain of one unit (token tile tt, m-tile m): its 32x32 f32 dot products."""
+        if tt not in bv:
+            bv[tt] = []
+            for ks in range_constexpr(g.k_steps):
+                kt, c = ks // 2, 2 * (ks % 2)
+                const = j * g.page_value_bytes + kt * 64 * P + c * 16 * P + 32 * tt * 16
+                bv[tt].append(B.lds_load(lds, lane_v + Int32(const), 4))
         # byte of token 32tt + l32 in the (pre-shifted) scale dword; see docs/families/mqa_decode.md#kv-scales
         opsel_b = 2 * tt if P == 64 else tt
-        bv = []
+        acc = Vector.filled(16, 0.0, fx.Float32)
         for ks in range_constexpr(g.k_steps):
-            kt, c = ks // 2, 2 * (ks % 2)
-            const = j * g.page_value_bytes + kt * 64 * P + c * 16 * P + 32 * tt * 16
-            bv.append(B.lds_load(lds, lane_v + Int32(const), 4))
-        total = None
-        for m in range_constexpr(g.m_tiles):
-            acc = Vector.filled(16, 0.0, fx.Float32)
-            for ks in range_constexpr(g.k_steps):
-                acc = _mfma32(acc, qa[m][ks], bv[ks], qs[ks][(2 * m) // 4], (2 * m) % 4, bscale[ks], opsel_b)
-            r = Vector(_relu(Vector(acc)))
-            for e in range_constexpr(_live_rows(g, m) // 2):
-                pair = Vector.from_elements([r[2 * e], r[2 * e + 1]], fx.Float32)
-                total = _pk("mul", pair, w[m][e]) if total is None else _pk("fma", pair, w[m][e], total)
-        sums.append(fx.Float32(_asm(ir.F32Type.get(), "v_add_f32", total[0], total[1], wait_states=2)))
+            acc = _mfma32(acc, qa[m][ks], bv[tt][ks], qs[ks][(2 * m) // 4], (2 * m) % 4, bscale[ks], opsel_b)
+        return acc
+
+    # software pipelined over the page's units: the next unit's MFMAs are issued before this unit's
+    # head sum, so the VALU does not wait on their results (nor on the wait states before reading them)
+    units = [(tt, m) for tt in range_constexpr(g.tiles_per_page) for m in range_constexpr(g.m_tiles)]
+    sums, total, acc = [], None, products(*units[0])
+    for u in range_constexpr(len(units)):
+        tt, m = units[u]
+        cur = acc
+        if u + 1 < len(units):
+            acc = products(*units[u + 1])
+        r = Vector(_relu(Vector(cur)))
+        for e in range_constexpr(_live_rows(g, m) // 2):
+            pair = Vector.from_elements([r[2 * e], r[2 * e + 1]], fx.Float32)
+            total = _pk("mul", pair, w[m][e]) if total is None else _pk("fma", pair, w[m][e], total)
+        if m == g.m_tiles - 1:
+            sums.append(fx.Float32(_asm(ir.F32Type.get(), "v_add_f32", total[0], total[1], wait_states=2)))
+            total = None
     return sums
 
 
