@@ -309,57 +309,86 @@ def geomean_abs(errs):
 
 
 # The fit's search grid per parameter, and the range each may take physically (docs/timing-model.md
-# says why): a fit that lands outside its physical range, or a latency scale on its grid's edge, is
-# reported as such by the calibration. Two grids stop at a hard limit of the part: no level moves more
-# than its peak bandwidth, no VALU instruction issues faster than the ISA's rate.
+# says why). The fit searches inside the physical ranges only; the grid points outside them are probes:
+# from the fit, each parameter is moved to its outside points one at a time, and where that lowers the
+# fit rows' geomean |error| by more than BOUND_COST the parameter is reported as not physical (the
+# data wants a value the part cannot have). Two grids stop at a hard limit of the part: no level moves
+# more than its peak bandwidth, no VALU instruction issues faster than the ISA's rate.
 GRID = {"mem_latency_scale": (0.35, 0.5, 0.6, 0.7, 0.85, 1.0, 1.2, 1.4, 1.7, 2.0, 2.8),
         "bandwidth_efficiency": (0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0),
         "valu_scale": (1.0, 1.1, 1.2, 1.35, 1.5, 2.0, 3.0),
         "scaled_cvt_cycles": (4, 8, 12, 16, 20, 24, 32)}
 PHYSICAL = {"mem_latency_scale": (0.5, 2.0), "bandwidth_efficiency": (0.5, 1.0), "valu_scale": (1.0, 2.0),
             "scaled_cvt_cycles": (4, 32)}
+BOUND_COST = 0.01      # geomean |error| points a probe outside the physical range must gain to count
 
 
-def parameter_checks(params) -> list:
-    """(name, value, ok, why) per fitted parameter: inside its physical range, and for the latency
-    scale strictly inside its grid."""
-    out = []
-    for name, (lo, hi) in PHYSICAL.items():
-        v = getattr(params, name)
-        why = []
-        if not lo <= v <= hi:
-            why.append(f"outside its physical range [{lo}, {hi}]")
-        if name == "mem_latency_scale" and v in (GRID[name][0], GRID[name][-1]):
-            why.append("on its grid's edge")
-        out.append((name, v, not why, "; ".join(why)))
-    return out
+def inside(name, v) -> bool:
+    lo, hi = PHYSICAL[name]
+    return lo <= v <= hi
+
+
+class Objective:
+    """The fit's loss over `rows` (sum of squared log errors, the two fixed overheads searched exactly
+    for each point: the graph-replayed launch, and the extra host cost of an eager launch, which only
+    the GEMM table includes), cached per point of the grid."""
+    OVERHEADS = [(g * 0.1, h * 0.5) for g in range(0, 41) for h in range(0, 21)]
+
+    def __init__(self, rows):
+        self.rows, self.cache = rows, {}
+
+    def __call__(self, p) -> tuple:
+        """(loss, launch_us, host_us, geomean |error|) at the grid point of `p`."""
+        key = tuple(getattr(p, name) for name in GRID)
+        if key not in self.cache:
+            base = timing.Params(launch_us=0.0, **dict(zip(GRID, key)))
+            pre = [(r.timed(base), r.measured, r.eager) for r in self.rows]
+            loss, g, h = min((sum(math.log((m + g + (h if e else 0.0)) / meas) ** 2 for m, meas, e in pre), g, h)
+                             for g, h in self.OVERHEADS)
+            gm = geomean_abs([(m + g + (h if e else 0.0)) / meas - 1 for m, meas, e in pre])
+            self.cache[key] = (loss, g, h, gm)
+        return self.cache[key]
 
 
 def fit(rows):
-    """Least squares of the log error over `rows`: coordinate descent over the grid of each model
-    parameter; the two fixed overheads (graph-replayed launch, and the extra host cost of an eager
-    launch, which only the GEMM table includes) need no re-simulation and are searched at every step.
-    Returns (Params, host_us)."""
-    cache = {}
-    overheads = [(g * 0.1, h * 0.5) for g in range(0, 41) for h in range(0, 21)]
-
-    def loss_of(p):
-        key = tuple(getattr(p, name) for name in GRID)
-        if key not in cache:
-            base = timing.Params(launch_us=0.0, **dict(zip(GRID, key)))
-            pre = [(r.timed(base), r.measured, r.eager) for r in rows]
-            cache[key] = min((sum(math.log((m + g + (h if e else 0.0)) / meas) ** 2 for m, meas, e in pre), g, h)
-                             for g, h in overheads)
-        return cache[key]
-
+    """Least squares of the log error over `rows`: coordinate descent over each parameter's grid points
+    inside its physical range. Returns (Params, host_us, probes), probes {name: (outside value, fit
+    geomean there, fit geomean at the fit)} for the parameters whose best outside point beats the fit."""
+    loss_of = Objective(rows)
     cur = timing.Params(launch_us=0.0, mem_latency_scale=1.0, bandwidth_efficiency=1.0, valu_scale=1.0,
                         scaled_cvt_cycles=T.VALU_CYCLES)
-    assert all(getattr(cur, name) in values for name, values in GRID.items())
+    assert all(getattr(cur, name) in values and inside(name, getattr(cur, name)) for name, values in GRID.items())
     for _ in range(3):
         for name, values in GRID.items():
-            cur = min((timing.Params(**{**cur.__dict__, name: v}) for v in values), key=lambda p: loss_of(p)[0])
-    _, g, h = loss_of(cur)
-    return timing.Params(**{**cur.__dict__, "launch_us": g}), h
+            cur = min((timing.Params(**{**cur.__dict__, name: v}) for v in values if inside(name, v)),
+                      key=lambda p: loss_of(p)[0])
+    _, g, h, gm = loss_of(cur)
+    probes = {}
+    for name, values in GRID.items():
+        out = [(loss_of(timing.Params(**{**cur.__dict__, name: v})), v) for v in values if not inside(name, v)]
+        better = [(res[3], v) for res, v in out if res[0] < loss_of(cur)[0]]
+        if better:
+            probes[name] = (*min(better)[::-1], gm)
+    return timing.Params(**{**cur.__dict__, "launch_us": g}), h, probes
+
+
+def parameter_checks(params, probes=None) -> list:
+    """(name, value, ok, why) per parameter: inside its physical range, and (after a fit) no probe
+    outside it that gains more than BOUND_COST on the fit rows."""
+    out = []
+    for name in PHYSICAL:
+        v, why, note = getattr(params, name), [], ""
+        if not inside(name, v):
+            why.append(f"outside its physical range {list(PHYSICAL[name])}")
+        if probes and name in probes:
+            pv, there, here = probes[name]
+            gain = f"{pv} outside the range: fit geomean {100 * here:.1f}% -> {100 * there:.1f}%"
+            if here - there > BOUND_COST:
+                why.append(f"the fit rows want {gain}")
+            else:
+                note = f" (at its bound; {gain}, within {100 * BOUND_COST:.0f} point)"
+        out.append((name, v, not why, "; ".join(why) or note))
+    return out
 
 
 def parse_rows(spec: str, families) -> dict:
@@ -603,14 +632,14 @@ def split(upstream, half: int) -> list:
     return [r for r in upstream if r.fit]
 
 
-def print_params(head, params, host_us) -> None:
+def print_params(head, params, host_us, probes=None) -> None:
     print(f"\n{head}: launch_us={params.launch_us:.2f} "
           + " ".join(f"{name}={getattr(params, name)}" for name in GRID)
           + f" eager_host_us={host_us:.1f} (GEMM table only)")
-    for name, v, ok, why in parameter_checks(params):
+    for name, v, ok, why in parameter_checks(params, probes):
         lo, hi = PHYSICAL[name]
         print(f"  {name:21s} {v:<6} grid {GRID[name][0]}..{GRID[name][-1]}, physical [{lo}, {hi}]: "
-              + ("ok" if ok else f"NOT PHYSICAL ({why})"))
+              + (f"ok{why}" if ok else f"NOT PHYSICAL ({why})"))
 
 
 def summary(upstream, params, host_us) -> dict:
@@ -638,12 +667,12 @@ def calibrate(upstream, refit: bool = True, half: int = 0, swapped: bool = False
     physical checks. swapped: also fit on the other half and print that split's parameters and errors."""
     fitted = split(upstream, half)
     if refit and fitted:
-        params, host_us = fit(fitted)
+        params, host_us, probes = fit(fitted)
         head = f"fitted on {len(fitted)} rows"
     else:
-        params, host_us = timing.Params(), T.EAGER_HOST_US
+        params, host_us, probes = timing.Params(), T.EAGER_HOST_US, None
         head = "shipped parameters (no refit)"
-    print_params(head, params, host_us)
+    print_params(head, params, host_us, probes)
     print()
     print("Calibration (upstream kernels, modeled vs measured on MI355X)")
     print(f"{'family':8s} {'shape':18s} {'half':4s} {'modeled':>9s} {'measured':>9s} {'error':>7s} {'samp':>5s}")
@@ -660,8 +689,8 @@ def calibrate(upstream, refit: bool = True, half: int = 0, swapped: bool = False
     if swapped:
         other = split(upstream, 1 - half)
         if other:
-            p2, h2 = fit(other)
-            print_params(f"swapped split (fit on the other half, {len(other)} rows)", p2, h2)
+            p2, h2, probes2 = fit(other)
+            print_params(f"swapped split (fit on the other half, {len(other)} rows)", p2, h2, probes2)
             print_summary(summary(upstream, p2, h2), prefix="swapped split ")
         split(upstream, half)
     return params, host_us
