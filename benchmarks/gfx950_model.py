@@ -491,6 +491,7 @@ def main(argv=None) -> int:
     for fam, shape, dims, meas, new, floor, fill in jobs:
         ru = Row(fam, shape, "upstream", meas, new, floor, fill)
         rf = Row(fam, shape, "flyaot", None, new, floor, fill)
+        rf.dims, rf.seed = dims, meas is not None
         upstream.append(ru)
         ours.append(rf)
         runs = [("flyaot", rf, {"decode": flyaot_decode, "prefill": flyaot_prefill, "gemm": flyaot_gemm}[fam])]
@@ -515,6 +516,7 @@ def main(argv=None) -> int:
     report = Tee(sys.stdout)
     with contextlib.redirect_stdout(report):
         params, host_us, out = tables(upstream, ours, up is not None, not a.no_fit, a.fit_half, a.swapped)
+        floor_goals(ours, params)
         if a.repeat:
             stability(ours, params)
         print(f"\ntotal {time.time() - t0:.0f}s. Modeled times are outputs of a calibrated model, not measurements.")
@@ -592,6 +594,32 @@ def tables(upstream, ours, calibrated: bool, refit: bool = True, half: int = 0, 
                         "floor_bound": fl.bound, "fit": r.fit, "sampling_error": r.sampling_error,
                         "note": r.note, "failed": r.failed})
     return params, host_us, out
+
+
+# The device-time / floor goals for flyaot's large seed-table rows (throughput rows; the small ones are
+# latency-bound): (family, which rows, predicate on the row's dims, the goal). Decode dims are
+# (B, next_n, max_ctx, heads), prefill (B, Q, KV), GEMM (N, K, M). Extra --shape rows are not judged.
+FLOOR_GOALS = [("decode", "next_n 4", lambda d: d[1] == 4, 1.5),
+               ("prefill", ">= 16M query-key cells", lambda d: d[0] * d[1] * d[2] >= 2**24, 1.5),
+               ("gemm", "M >= 512", lambda d: d[2] >= 512, 2.0)]
+
+
+def floor_goals(ours, params) -> list:
+    """Print, per goal of FLOOR_GOALS with rows in this run, how many rows meet it and the worst one;
+    return [(family, rows, goal, met, total)]."""
+    print("\nFloor goals (flyaot device time / floor)")
+    out = []
+    for fam, which, pick, goal in FLOOR_GOALS:
+        rows = [(r.device(params) / r.floor.us, r) for r in ours
+                if r.family == fam and r.replays and r.seed and pick(r.dims)]
+        if not rows:
+            continue
+        met = sum(q <= goal for q, _ in rows)
+        worst, wr = max(rows, key=lambda x: x[0])
+        print(f"  {fam:8s} {which:24s} <= {goal:.1f}x: {met}/{len(rows)} rows "
+              f"(worst {wr.shape} {worst:.2f}x)" + ("" if met == len(rows) else "  NOT MET"))
+        out.append((fam, which, goal, met, len(rows)))
+    return out
 
 
 STABILITY_GOAL = 0.03

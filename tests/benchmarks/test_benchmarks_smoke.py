@@ -395,3 +395,15 @@ def test_gfx950_model_fit_stays_physical_and_reports_what_its_bounds_cost():
     # a fit inside the range with nothing to gain outside it has no probe
     params, _, probes = gm.fit(_rows_on_latency(gm, [(0.0, 100.0, 100.0), (0.0, 50.0, 50.0)]))
     assert params.mem_latency_scale == 1.0 and probes == {}
+
+
+def test_gfx950_model_reports_the_floor_goals_of_the_seed_rows_it_ran():
+    # seed GEMM row 4 (3584x512 M=512) falls under the M >= 512 goal; an extra shape of the same M is
+    # not judged, and families without a seed row in the run have no goal line
+    p = run("gfx950_model.py", "--rows", "gemm:4", "--shape", "gemm:512x1024x512", "--samples", 2)
+    rows = {r.split()[1]: r for r in _table(p.stdout, "dev/flr")}
+    goals = re.findall(rf"^  (\w+) +M >= 512 +<= 2.0x: (\d+)/(\d+) rows \(worst (\S+ M=\d+) ({NUM})x\)", p.stdout, re.M)
+    assert len(goals) == 1 and goals[0][:4] == ("gemm", goals[0][1], "1", "3584x512 M=512")
+    assert not re.search(r"^  (decode|prefill) ", p.stdout, re.M)
+    ratio = float(re.search(rf"\s(?:hbm|mfma|valu)\s+({NUM})\s", rows["3584x512"]).group(1))
+    assert float(goals[0][4]) == pytest.approx(ratio, abs=0.01) and (goals[0][1] == "1") == (ratio <= 2.0)
