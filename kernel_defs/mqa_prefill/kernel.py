@@ -76,22 +76,24 @@ def _mfma32(acc, a, b, scale_a, opsel_a, scale_b, opsel_b):
                               opsel_a, B.ir_of(scale_a), opsel_b, B.ir_of(scale_b)])
 
 
-def _asm(result_type, op: str, *srcs, kinds=None, wait_states=0):
+def _asm(result_type, op: str, *srcs, kinds=None, wait_states=0, keep=()):
     """One VALU instruction as inline asm (`kinds`: each source's register class, VGPR by default),
     which LLVM neither splits, merges nor reassociates: it splits the packed FMAs that follow an MFMA
     into two v_fma_f32 each (to co-issue them in its shadow) and merges two tiles' f32 adds into a
     v_pk_add_f32 behind register moves, both costing VALU time here. LLVM does not see the write
-    inside: `wait_states` after it cover a reader that needs them (v_permlane*_swap: 2)."""
+    inside: `wait_states` after it cover a reader that needs them (v_permlane*_swap: 2).
+    `keep`: VGPR values the instruction does not read but that must stay allocated up to it (extra
+    operands the asm text does not name; no instruction)."""
     operands = ", ".join(f"${i + 1}" for i in range(len(srcs)))
-    kinds = kinds or "v" * len(srcs)
+    kinds = (kinds or "v" * len(srcs)) + "v" * len(keep)
     nop = f"\n s_nop {wait_states - 1}" if wait_states else ""
-    return llvm.inline_asm(result_type, [B.ir_of(v) for v in srcs], f"{op} $0, {operands}{nop}",
+    return llvm.inline_asm(result_type, [B.ir_of(v) for v in list(srcs) + list(keep)], f"{op} $0, {operands}{nop}",
                            "=v," + ",".join(kinds), has_side_effects=False)
 
 
-def _pk(op: str, *srcs):
+def _pk(op: str, *srcs, keep=()):
     """v_pk_{op}_f32 on f32 pairs."""
-    return Vector(_asm(B.vec_type(2, ir.F32Type.get()), f"v_pk_{op}_f32", *srcs))
+    return Vector(_asm(B.vec_type(2, ir.F32Type.get()), f"v_pk_{op}_f32", *srcs, keep=keep))
 
 
 def _relu(x):
@@ -239,49 +241,68 @@ def _stage_chunk(g: Geometry, lds, regs, tid):
 
 # ------------------------------------------------------------------------------------------ compute
 
-def _page_logits(g: Geometry, lds, j, qa, qs, w, lane_v, lane_s, shift_s):
-    """Weighted ReLU head sums of page j of the staged chunk, one f32 per lane per 32-token tile."""
+def _unit_logits(g: Geometry, lds, pages, qa, qs, w, lane_v, lane_s, shift_s, on_pair):
+    """Weighted ReLU head sums of the staged chunk's pages `pages`, one f32 per lane per 32-token
+    tile; on_pair(j, pr, a, b) takes tiles 2pr and 2pr + 1 of page j as soon as both are summed."""
     P = g.page_size
-    bscale = []
-    for ks in range_constexpr(g.k_steps):
-        kt, c = ks // 2, 2 * (ks % 2)
-        d = Int32(B.lds_load(lds, lane_s + Int32(g.lds_value_bytes + j * g.page_scale_bytes
-                                                  + kt * 4 * P + c * P), 1))
-        bscale.append(fx.shrui(d, shift_s) if shift_s is not None else d)
-    bv = {}                                   # per tile: its B operands, read from LDS when first needed
+    bscale, bv = {}, {}                       # per page / per tile: read from LDS when first needed
 
-    def products(tt, m):
-        """The MFMA chain of one unit (token tile tt, m-tile m): its 32x32 f32 dot products."""
-        if tt not in bv:
-            bv[tt] = []
+    def scales(j):
+        if j not in bscale:
+            bscale[j] = []
+            for ks in range_constexpr(g.k_steps):
+                kt, c = ks // 2, 2 * (ks % 2)
+                d = Int32(B.lds_load(lds, lane_s + Int32(g.lds_value_bytes + j * g.page_scale_bytes
+                                                          + kt * 4 * P + c * P), 1))
+                bscale[j].append(fx.shrui(d, shift_s) if shift_s is not None else d)
+        return bscale[j]
+
+    def products(j, tt, m):
+        """The MFMA chain of one unit (page j, token tile tt, m-tile m): its 32x32 f32 dot products."""
+        bs = scales(j)
+        if (j, tt) not in bv:
+            bv[(j, tt)] = []
             for ks in range_constexpr(g.k_steps):
                 kt, c = ks // 2, 2 * (ks % 2)
                 const = j * g.page_value_bytes + kt * 64 * P + c * 16 * P + 32 * tt * 16
-                bv[tt].append(B.lds_load(lds, lane_v + Int32(const), 4))
+                bv[(j, tt)].append(B.lds_load(lds, lane_v + Int32(const), 4))
         # byte of token 32tt + l32 in the (pre-shifted) scale dword; see docs/families/mqa_decode.md#kv-scales
         opsel_b = 2 * tt if P == 64 else tt
         acc = Vector.filled(16, 0.0, fx.Float32)
         for ks in range_constexpr(g.k_steps):
-            acc = _mfma32(acc, qa[m][ks], bv[tt][ks], qs[ks][(2 * m) // 4], (2 * m) % 4, bscale[ks], opsel_b)
+            acc = _mfma32(acc, qa[m][ks], bv[(j, tt)][ks], qs[ks][(2 * m) // 4], (2 * m) % 4, bs[ks], opsel_b)
         return acc
 
-    # software pipelined over the page's units: the next unit's MFMAs are issued before this unit's
-    # head sum, so the VALU does not wait on their results (nor on the wait states before reading them)
-    units = [(tt, m) for tt in range_constexpr(g.tiles_per_page) for m in range_constexpr(g.m_tiles)]
-    sums, total, acc = [], None, products(*units[0])
+    # software pipelined over the units of all the pages: the next unit's MFMAs are issued before this
+    # unit's head sum, so the VALU does not wait on their results (nor on the wait states before
+    # reading them), also across a page boundary when several pages are given
+    units = [(j, tt, m) for j in pages for tt in range_constexpr(g.tiles_per_page) for m in range_constexpr(g.m_tiles)]
+    total, acc, first = None, products(*units[0]), None
     for u in range_constexpr(len(units)):
-        tt, m = units[u]
+        j, tt, m = units[u]
         cur = acc
         if u + 1 < len(units):
             acc = products(*units[u + 1])
         r = Vector(_relu(Vector(cur)))
-        for e in range_constexpr(_live_rows(g, m) // 2):
+        live = _live_rows(g, m)
+        # the accumulator rows of padding heads are never read, so LLVM would hand their registers
+        # to the inline-asm FMAs below while the MFMA still writes them, and it does not check an asm
+        # write against an MFMA in flight: the first FMA (behind the ReLU that waits for the MFMA)
+        # keeps them allocated up to it
+        dead = [Vector(cur)[k] for k in range_constexpr(live, 16)]
+        for e in range_constexpr(live // 2):
             pair = Vector.from_elements([r[2 * e], r[2 * e + 1]], fx.Float32)
-            total = _pk("mul", pair, w[m][e]) if total is None else _pk("fma", pair, w[m][e], total)
+            if total is None:
+                total = _pk("mul", pair, w[m][e], keep=dead if e == 0 else ())
+            else:
+                total = _pk("fma", pair, w[m][e], total, keep=dead if e == 0 else ())
         if m == g.m_tiles - 1:
-            sums.append(fx.Float32(_asm(ir.F32Type.get(), "v_add_f32", total[0], total[1], wait_states=2)))
+            tile_sum = fx.Float32(_asm(ir.F32Type.get(), "v_add_f32", total[0], total[1], wait_states=2))
             total = None
-    return sums
+            if tt % 2 == 0:
+                first = tile_sum
+            else:
+                on_pair(j, tt // 2, first, tile_sum)
 
 
 def _fold_pair(a, b):
@@ -403,33 +424,56 @@ def launcher(params: dict, target):
                     valid = regs[-1]
                     gpu.barrier()
                     tok0 = (chunk_start + c) * Int32(CHUNK_TOKENS)
-                    for j in range_constexpr(npg):
-                        if j == _prefetch_page(g):            # the next chunk's loads, under this chunk's pages
+
+                    def store_pair(j, pr, a, b):
+                        val = _fold_pair(a, b) * weight_scale
+                        val = ((valid & Int32(1 << j)) != Int32(0)).select(val, neg_inf)
+                        # one add whose constant LLVM cannot move into the instruction
+                        # offset (voffset and offset are range-checked as one sum, unwrapped)
+                        rel = (tok0 + Int32(j * g.page_size + 64 * pr) - win_lo) * Int32(4)
+                        voff = Int32(_asm(T.i32, "v_add_u32", rel, lane_bytes, kinds="sv"))
+                        B.buffer_store(val, out_rsrc, voff)
+
+                    pf = _prefetch_page(g)
+                    if pf == 0:                               # the next chunk's loads, under this chunk's pages
+                        if c + Int32(1) < chunk_count:
+                            regs = _load_chunk(g, kv8, kvs8, table, chunk_start + c + Int32(1),
+                                               stride_kv_page, stride_kvs_page, tid, wave)
+                        else:                                 # keeps the staged registers dead after the LDS write
+                            regs = _zero_regs(g)
+                    # a chunk inside the wave's window (most of them): every page computed, none with
+                    # -inf cells, so no per-page tests, and one pipeline over all its pages' units
+                    if (tok0 >= win_lo) & (tok0 + Int32(CHUNK_TOKENS) <= win_hi):
+                        if pf == 0:
+                            _unit_logits(g, lds, list(range(npg)), qa, qs, w, lane_v, lane_s, shift_s, store_pair)
+                        else:
+                            _unit_logits(g, lds, list(range(pf)), qa, qs, w, lane_v, lane_s, shift_s, store_pair)
                             if c + Int32(1) < chunk_count:
                                 regs = _load_chunk(g, kv8, kvs8, table, chunk_start + c + Int32(1),
                                                    stride_kv_page, stride_kvs_page, tid, wave)
-                            else:                             # keeps the staged registers dead after the LDS write
+                            else:
                                 regs = _zero_regs(g)
-                        page0 = tok0 + Int32(j * g.page_size)
-                        if (page0 < win_hi) & (page0 + Int32(g.page_size) > win_lo):
-                            ok = (valid & Int32(1 << j)) != Int32(0)
-                            sums = _page_logits(g, lds, j, qa, qs, w, lane_v, lane_s, shift_s)
-                            for pr in range_constexpr(g.tiles_per_page // 2):
-                                val = _fold_pair(sums[2 * pr], sums[2 * pr + 1]) * weight_scale
-                                val = ok.select(val, neg_inf)
-                                # one add whose constant LLVM cannot move into the instruction
-                                # offset (voffset and offset are range-checked as one sum, unwrapped)
-                                rel = (page0 + Int32(64 * pr) - win_lo) * Int32(4)
-                                voff = Int32(_asm(T.i32, "v_add_u32", rel, lane_bytes, kinds="sv"))
-                                B.buffer_store(val, out_rsrc, voff)
-                    for j in range_constexpr(npg):            # -inf into the cells of pages not inside the window
-                        page0 = tok0 + Int32(j * g.page_size)
-                        # (fill 0, a converted one-row table: the caller's pre-fill stays put)
-                        if (fill != Int32(0)) & ((page0 < win_lo) | (page0 + Int32(g.page_size) > win_hi)):
-                            for pr in range_constexpr(g.page_size // 64):
-                                tok = page0 + Int32(64 * pr) + lane
-                                seen = (tok >= win_lo) & (tok < win_hi)
-                                B.buffer_store(neg_inf, inf_rsrc, seen.select(msl_bytes, tok * Int32(4)))
+                            _unit_logits(g, lds, list(range(pf, npg)), qa, qs, w, lane_v, lane_s, shift_s,
+                                         store_pair)
+                    else:
+                        for j in range_constexpr(npg):
+                            if pf != 0 and j == pf:
+                                if c + Int32(1) < chunk_count:
+                                    regs = _load_chunk(g, kv8, kvs8, table, chunk_start + c + Int32(1),
+                                                       stride_kv_page, stride_kvs_page, tid, wave)
+                                else:
+                                    regs = _zero_regs(g)
+                            page0 = tok0 + Int32(j * g.page_size)
+                            if (page0 < win_hi) & (page0 + Int32(g.page_size) > win_lo):
+                                _unit_logits(g, lds, [j], qa, qs, w, lane_v, lane_s, shift_s, store_pair)
+                        for j in range_constexpr(npg):        # -inf into the cells of pages not inside the window
+                            page0 = tok0 + Int32(j * g.page_size)
+                            # (fill 0, a converted one-row table: the caller's pre-fill stays put)
+                            if (fill != Int32(0)) & ((page0 < win_lo) | (page0 + Int32(g.page_size) > win_hi)):
+                                for pr in range_constexpr(g.page_size // 64):
+                                    tok = page0 + Int32(64 * pr) + lane
+                                    seen = (tok >= win_lo) & (tok < win_hi)
+                                    B.buffer_store(neg_inf, inf_rsrc, seen.select(msl_bytes, tok * Int32(4)))
 
             if fill != Int32(0):
                 v_lo, v_hi, g0, n_in = _fill_share((first_row, n_rows, chunk_start, chunk_count),
