@@ -96,9 +96,9 @@ def _pk(op: str, *srcs, keep=()):
     return Vector(_asm(B.vec_type(2, ir.F32Type.get()), f"v_pk_{op}_f32", *srcs, keep=keep))
 
 
-def _relu(x):
+def _relu(x, n=2):
     # NaN-propagating (an E8M0 0xFF scale makes its logits NaN, as in the other families)
-    return fx.maximumf(x, Vector.filled(16, 0.0, fx.Float32))
+    return fx.maximumf(x, Vector.filled(n, 0.0, fx.Float32))
 
 
 def _live_rows(g: Geometry, m: int) -> int:
@@ -257,45 +257,59 @@ def _unit_logits(g: Geometry, lds, pages, qa, qs, w, lane_v, lane_s, shift_s, on
                 bscale[j].append(fx.shrui(d, shift_s) if shift_s is not None else d)
         return bscale[j]
 
-    def products(j, tt, m):
-        """The MFMA chain of one unit (page j, token tile tt, m-tile m): its 32x32 f32 dot products."""
-        bs = scales(j)
+    def operands(u):
+        """Issue the LDS reads of unit u's B operands and scales (once per tile / page)."""
+        j, tt, _ = units[u]
+        scales(j)
         if (j, tt) not in bv:
             bv[(j, tt)] = []
             for ks in range_constexpr(g.k_steps):
                 kt, c = ks // 2, 2 * (ks % 2)
                 const = j * g.page_value_bytes + kt * 64 * P + c * 16 * P + 32 * tt * 16
                 bv[(j, tt)].append(B.lds_load(lds, lane_v + Int32(const), 4))
+
+    def step(u, ks, acc):
+        """MFMA ks of unit u (page j, token tile tt, m-tile m): its 32x32 f32 dot products so far."""
+        j, tt, m = units[u]
         # byte of token 32tt + l32 in the (pre-shifted) scale dword; see docs/families/mqa_decode.md#kv-scales
         opsel_b = 2 * tt if P == 64 else tt
-        acc = Vector.filled(16, 0.0, fx.Float32)
-        for ks in range_constexpr(g.k_steps):
-            acc = _mfma32(acc, qa[m][ks], bv[(j, tt)][ks], qs[ks][(2 * m) // 4], (2 * m) % 4, bs[ks], opsel_b)
-        return acc
+        return _mfma32(acc, qa[m][ks], bv[(j, tt)][ks], qs[ks][(2 * m) // 4], (2 * m) % 4, bscale[j][ks], opsel_b)
 
-    # software pipelined over the units of all the pages: the next unit's MFMAs are issued before this
-    # unit's head sum, so the VALU does not wait on their results (nor on the wait states before
-    # reading them), also across a page boundary when several pages are given
+    # Software pipelined over the units of all the pages, also across a page boundary: the next unit's
+    # MFMAs are issued inside this unit's head sum, one per k-step between equal slices of it (fenced:
+    # LLVM would gather them, and the wave would wait on its own MFMA chain instead of summing), so
+    # the VALU waits neither on their results nor on the wait states before reading them; the next
+    # tile's LDS reads go out right after the last MFMA that reads the previous tile.
     units = [(j, tt, m) for j in pages for tt in range_constexpr(g.tiles_per_page) for m in range_constexpr(g.m_tiles)]
-    total, acc, first = None, products(*units[0]), None
+    zero = Vector.filled(16, 0.0, fx.Float32)
+    operands(0)
+    acc = zero
+    for ks in range_constexpr(g.k_steps):
+        acc = step(0, ks, acc)
+    total, first = None, None
     for u in range_constexpr(len(units)):
         j, tt, m = units[u]
-        cur = acc
-        if u + 1 < len(units):
-            acc = products(*units[u + 1])
-        r = Vector(_relu(Vector(cur)))
+        cur, acc = Vector(acc), zero
         live = _live_rows(g, m)
         # the accumulator rows of padding heads are never read, so LLVM would hand their registers
         # to the inline-asm FMAs below while the MFMA still writes them, and it does not check an asm
         # write against an MFMA in flight: the first FMA (behind the ReLU that waits for the MFMA)
         # keeps them allocated up to it
-        dead = [Vector(cur)[k] for k in range_constexpr(live, 16)]
-        for e in range_constexpr(live // 2):
-            pair = Vector.from_elements([r[2 * e], r[2 * e + 1]], fx.Float32)
-            if total is None:
-                total = _pk("mul", pair, w[m][e], keep=dead if e == 0 else ())
-            else:
-                total = _pk("fma", pair, w[m][e], total, keep=dead if e == 0 else ())
+        dead = [cur[k] for k in range_constexpr(live, 16)]
+        per = -(-(live // 2) // g.k_steps)          # row pairs per slice
+        for ks in range_constexpr(g.k_steps):
+            if u + 1 < len(units):
+                if ks == 0:
+                    operands(u + 1)
+                acc = step(u + 1, ks, acc)
+            rocdl.sched_barrier(0)
+            for e in range_constexpr(ks * per, min((ks + 1) * per, live // 2)):
+                pair = Vector(_relu(Vector.from_elements([cur[2 * e], cur[2 * e + 1]], fx.Float32)))
+                if total is None:
+                    total = _pk("mul", pair, w[m][e], keep=dead if e == 0 else ())
+                else:
+                    total = _pk("fma", pair, w[m][e], total, keep=dead if e == 0 else ())
+            rocdl.sched_barrier(0)
         if m == g.m_tiles - 1:
             tile_sum = fx.Float32(_asm(ir.F32Type.get(), "v_add_f32", total[0], total[1], wait_states=2))
             total = None
