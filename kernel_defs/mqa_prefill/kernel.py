@@ -167,52 +167,43 @@ def _below(x, n):
     return fx.Uint32(x) < fx.Uint32(n)
 
 
-def _table_pages(table, first, n: int):
-    """[(entry, ok)] of the logical pages first .. first + n - 1 of the CTA's block-table row.
-
-    table = (row pointer, cap, batch_ok, num_pages), plain IR values (it is loop state): the n entries
-    come from one four-dword scalar load (n <= 4) through a resource that ends after column cap (the
-    last page needed, within the width), so no entry past it is read (those read 0); ok says the page
-    is at most cap and its entry names a page of kv_cache. A page that is not ok is never read and its
-    tokens score -inf."""
-    bt32, cap, batch_ok, num_pages = table
-    words = Vector(_sload(bt32, first, 4, num_records=fx.max(cap + Int32(1), Int32(0)) * Int32(4)))
-    return [(Int32(words[j]), (batch_ok & _below(first + Int32(j), cap + Int32(1))) & _below(Int32(words[j]), num_pages))
-            for j in range_constexpr(n)]
-
-
 def _load_chunk(g: Geometry, kv8, kvs8, table, chunk, stride_kv, stride_kvs, tid, wave):
-    """Global loads of one chunk (all pages' values and scales) into this thread's staging registers,
-    followed by the chunk's page-validity bits."""
+    """Global loads of one chunk into this thread's staging registers, followed by the chunk's
+    page-validity bits.
+
+    table = (row pointer, cap, batch_ok, num_pages), plain IR values (it is loop state): the chunk's
+    page entries come from one four-dword scalar load through a resource that ends after column cap
+    (the last page needed, within the width), so no entry past it is read (those read 0). Page j is
+    valid when it is at most cap and its entry names a page of kv_cache; a page that is not is never
+    read and its tokens score -inf. Wave w stages the w-th quarter of the chunk's values and of its
+    scales, which lies within one page (w * pages / 4), so a wave builds one page's resources, not
+    every page's (scalar work per chunk; the staged layout is the same)."""
     npg = g.pages_per_chunk
-    pieces_per_page = g.page_value_bytes // 16
-    dwords_per_page = g.page_scale_bytes // 4
+    bt32, cap, batch_ok, num_pages = table
     first = chunk * Int32(npg)
-    pages, oks = (list(v) for v in zip(*_table_pages(table, first, npg)))
-    regs = []
-    for i in range_constexpr(g.value_pieces_per_thread):
-        j, off = divmod(i * THREADS, pieces_per_page)
-        rsrc = B.buffer_rsrc(kv8, Int64(pages[j]) * Int64(stride_kv),
-                             oks[j].select(Int32(g.page_value_bytes), Int32(0)))
-        regs.append(Vector(B.buffer_load(rsrc, tid * Int32(16) + Int32(off * 16), 4)))
-    for i in range_constexpr(g.scale_dwords_per_thread):
-        if dwords_per_page >= THREADS:
-            j, off = divmod(i * THREADS, dwords_per_page)
-            page, ok = pages[j], oks[j]
-            voff = tid * Int32(4) + Int32(off * 4)
-        else:   # a page's scales span fewer than 256 dwords: the page index varies per wave
-            waves_per_page = dwords_per_page // WAVE_SIZE
-            jw = Int32(i * THREADS // dwords_per_page) + wave // Int32(waves_per_page)
-            page, ok = pages[0], oks[0]
-            for j in range_constexpr(1, npg):
-                page = (jw == Int32(j)).select(pages[j], page)
-                ok = (jw == Int32(j)).select(oks[j], ok)
-            voff = (tid % Int32(dwords_per_page)) * Int32(4)
-        rsrc = B.buffer_rsrc(kvs8, Int64(page) * Int64(stride_kvs), ok.select(Int32(g.page_scale_bytes), Int32(0)))
-        regs.append(Int32(B.buffer_load(rsrc, voff, 1)))
-    valid = Int32(0)                      # bit j: page j of the chunk is valid (travels with the chunk)
+    words = Vector(_sload(bt32, first, 4, num_records=fx.max(cap + Int32(1), Int32(0)) * Int32(4)))
+    entries = [Int32(words[j]) for j in range_constexpr(npg)]
+    in_pool = Int32(0)
     for j in range_constexpr(npg):
-        valid = valid | oks[j].select(Int32(1 << j), Int32(0))
+        in_pool = in_pool | _below(entries[j], num_pages).select(Int32(1 << j), Int32(0))
+    below_cap = fx.min(fx.max(cap + Int32(1) - first, Int32(0)), Int32(npg))     # pages j < this are <= cap
+    valid = batch_ok.select(in_pool & ((Int32(1) << below_cap) - Int32(1)), Int32(0))
+    jw = (wave * Int32(npg)) >> Int32(2)              # the page of this wave's quarter (WAVES = 4)
+    page = entries[0]
+    for j in range_constexpr(1, npg):
+        page = (jw == Int32(j)).select(entries[j], page)
+    ok = ((valid >> jw) & Int32(1)) != Int32(0)
+    lane = tid & Int32(WAVE_SIZE - 1)
+    nv, ns = g.value_pieces_per_thread, g.scale_dwords_per_thread
+    regs = []
+    rsrc = B.buffer_rsrc(kv8, Int64(page) * Int64(stride_kv), ok.select(Int32(g.page_value_bytes), Int32(0)))
+    base = lane * Int32(16) + (wave * Int32(nv * WAVE_SIZE * 16) - jw * Int32(g.page_value_bytes))
+    for i in range_constexpr(nv):
+        regs.append(Vector(B.buffer_load(rsrc, base + Int32(i * WAVE_SIZE * 16), 4)))
+    rsrc = B.buffer_rsrc(kvs8, Int64(page) * Int64(stride_kvs), ok.select(Int32(g.page_scale_bytes), Int32(0)))
+    base = lane * Int32(4) + (wave * Int32(ns * WAVE_SIZE * 4) - jw * Int32(g.page_scale_bytes))
+    for i in range_constexpr(ns):
+        regs.append(Int32(B.buffer_load(rsrc, base + Int32(i * WAVE_SIZE * 4), 1)))
     return regs + [valid]
 
 
@@ -230,13 +221,16 @@ def _zero_regs(g: Geometry):
             + [Int32(0) for _ in range_constexpr(g.scale_dwords_per_thread)] + [Int32(0)])
 
 
-def _stage_chunk(g: Geometry, lds, regs, tid):
-    """Write the staging registers into LDS: values [page][PAGE_V] then scales [page][PAGE_S]."""
-    nv = g.value_pieces_per_thread
+def _stage_chunk(g: Geometry, lds, regs, tid, wave):
+    """Write the staging registers into LDS: values [page][PAGE_V] then scales [page][PAGE_S]; wave
+    w's registers hold the w-th quarter of each (_load_chunk)."""
+    nv, ns = g.value_pieces_per_thread, g.scale_dwords_per_thread
+    lane = tid & Int32(WAVE_SIZE - 1)
     for i in range_constexpr(nv):
-        B.lds_store(lds, (Int32(i * THREADS) + tid) * Int32(16), regs[i], 4)
-    for i in range_constexpr(g.scale_dwords_per_thread):
-        B.lds_store(lds, Int32(g.lds_value_bytes) + (Int32(i * THREADS) + tid) * Int32(4), regs[nv + i], 1)
+        B.lds_store(lds, lane * Int32(16) + wave * Int32(nv * WAVE_SIZE * 16) + Int32(i * WAVE_SIZE * 16), regs[i], 4)
+    for i in range_constexpr(ns):
+        B.lds_store(lds, lane * Int32(4) + wave * Int32(ns * WAVE_SIZE * 4) + Int32(g.lds_value_bytes + i * WAVE_SIZE * 4),
+                    regs[nv + i], 1)
 
 
 # ------------------------------------------------------------------------------------------ compute
@@ -311,7 +305,10 @@ def _unit_logits(g: Geometry, lds, pages, qa, qs, w, lane_v, lane_s, shift_s, on
                     total = _pk("fma", pair, w[m][e], total, keep=dead if e == 0 else ())
             rocdl.sched_barrier(0)
         if m == g.m_tiles - 1:
-            tile_sum = fx.Float32(_asm(ir.F32Type.get(), "v_add_f32", total[0], total[1], wait_states=2))
+            # the wait states cover the v_permlane32_swap that reads an odd tile's sum next (an even
+            # tile's is read a unit later)
+            tile_sum = fx.Float32(_asm(ir.F32Type.get(), "v_add_f32", total[0], total[1],
+                                       wait_states=2 if tt % 2 == 1 else 0))
             total = None
             if tt % 2 == 0:
                 first = tile_sum
@@ -434,7 +431,7 @@ def launcher(params: dict, target):
                 regs = _load_chunk(g, kv8, kvs8, table, chunk_start, stride_kv_page, stride_kvs_page, tid, wave)
                 for c in range(Int32(0), chunk_count, Int32(1), unroll=1):
                     gpu.barrier()                             # every wave is done reading the previous chunk
-                    _stage_chunk(g, lds, regs, tid)
+                    _stage_chunk(g, lds, regs, tid, wave)
                     valid = regs[-1]
                     gpu.barrier()
                     tok0 = (chunk_start + c) * Int32(CHUNK_TOKENS)
