@@ -2,10 +2,10 @@
 share one LDS-staged KV chunk.
 
 One CTA = 4 waves; wave w scores query row `first_row + w` of its row group (docs/families/mqa_prefill.md).
-Per chunk of CHUNK_TOKENS = 256 logical tokens (4 pages at P=64, 2 at P=128) the 256 threads load the
-chunk's page values and scales (one 16-byte piece per thread per 4 KiB, one scale dword per thread per
-KiB) and write them unchanged into one LDS stage, so LDS holds exactly the chunk in the page layout of
-docs/families/mqa_decode.md#kv-pages. Every wave then reads B operands from that stage for its own row: for each
+Per chunk of CHUNK_TOKENS = 256 logical tokens (4 pages at P=64, 2 at P=128) wave w loads the w-th
+quarter of the chunk's page values and of its scales (16 bytes, resp. one dword, per lane per KiB; a
+quarter lies within one page) and writes them unchanged into one LDS stage, so LDS holds exactly the
+chunk in the page layout of docs/families/mqa_decode.md#kv-pages. Every wave then reads B operands from that stage for its own row: for each
 32-token tile, v_mfma_scale_f32_32x32x64_f8f6f4 with the 32 heads of an m-tile as rows (A = the wave's
 Q, held in VGPRs for the CTA's life) and the 32 tokens as columns, FP4 A and B with E8M0 byte-selected
 scales. The weighted ReLU head-sum is done per lane over its 16 accumulator rows, the two lane halves
