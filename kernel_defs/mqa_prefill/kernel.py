@@ -2,10 +2,10 @@
 share one LDS-staged KV chunk.
 
 One CTA = 4 waves; wave w scores query row `first_row + w` of its row group (docs/families/mqa_prefill.md).
-Per chunk of CHUNK_TOKENS = 256 logical tokens (4 pages at P=64, 2 at P=128) the 256 threads load the
-chunk's page values and scales (one 16-byte piece per thread per 4 KiB, one scale dword per thread per
-KiB) and write them unchanged into one LDS stage, so LDS holds exactly the chunk in the page layout of
-docs/families/mqa_decode.md#kv-pages. Every wave then reads B operands from that stage for its own row: for each
+Per chunk of CHUNK_TOKENS = 256 logical tokens (4 pages at P=64, 2 at P=128) wave w loads the w-th
+quarter of the chunk's page values and of its scales (16 bytes, resp. one dword, per lane per KiB; a
+quarter lies within one page) and writes them unchanged into one LDS stage, so LDS holds exactly the
+chunk in the page layout of docs/families/mqa_decode.md#kv-pages. Every wave then reads B operands from that stage for its own row: for each
 32-token tile, v_mfma_scale_f32_32x32x64_f8f6f4 with the 32 heads of an m-tile as rows (A = the wave's
 Q, held in VGPRs for the CTA's life) and the 32 tokens as columns, FP4 A and B with E8M0 byte-selected
 scales. The weighted ReLU head-sum is done per lane over its 16 accumulator rows, the two lane halves
@@ -76,27 +76,29 @@ def _mfma32(acc, a, b, scale_a, opsel_a, scale_b, opsel_b):
                               opsel_a, B.ir_of(scale_a), opsel_b, B.ir_of(scale_b)])
 
 
-def _asm(result_type, op: str, *srcs, kinds=None, wait_states=0):
+def _asm(result_type, op: str, *srcs, kinds=None, wait_states=0, keep=()):
     """One VALU instruction as inline asm (`kinds`: each source's register class, VGPR by default),
     which LLVM neither splits, merges nor reassociates: it splits the packed FMAs that follow an MFMA
     into two v_fma_f32 each (to co-issue them in its shadow) and merges two tiles' f32 adds into a
     v_pk_add_f32 behind register moves, both costing VALU time here. LLVM does not see the write
-    inside: `wait_states` after it cover a reader that needs them (v_permlane*_swap: 2)."""
+    inside: `wait_states` after it cover a reader that needs them (v_permlane*_swap: 2).
+    `keep`: VGPR values the instruction does not read but that must stay allocated up to it (extra
+    operands the asm text does not name; no instruction)."""
     operands = ", ".join(f"${i + 1}" for i in range(len(srcs)))
-    kinds = kinds or "v" * len(srcs)
+    kinds = (kinds or "v" * len(srcs)) + "v" * len(keep)
     nop = f"\n s_nop {wait_states - 1}" if wait_states else ""
-    return llvm.inline_asm(result_type, [B.ir_of(v) for v in srcs], f"{op} $0, {operands}{nop}",
+    return llvm.inline_asm(result_type, [B.ir_of(v) for v in list(srcs) + list(keep)], f"{op} $0, {operands}{nop}",
                            "=v," + ",".join(kinds), has_side_effects=False)
 
 
-def _pk(op: str, *srcs):
+def _pk(op: str, *srcs, keep=()):
     """v_pk_{op}_f32 on f32 pairs."""
-    return Vector(_asm(B.vec_type(2, ir.F32Type.get()), f"v_pk_{op}_f32", *srcs))
+    return Vector(_asm(B.vec_type(2, ir.F32Type.get()), f"v_pk_{op}_f32", *srcs, keep=keep))
 
 
-def _relu(x):
+def _relu(x, n=2):
     # NaN-propagating (an E8M0 0xFF scale makes its logits NaN, as in the other families)
-    return fx.maximumf(x, Vector.filled(16, 0.0, fx.Float32))
+    return fx.maximumf(x, Vector.filled(n, 0.0, fx.Float32))
 
 
 def _live_rows(g: Geometry, m: int) -> int:
@@ -165,52 +167,43 @@ def _below(x, n):
     return fx.Uint32(x) < fx.Uint32(n)
 
 
-def _table_pages(table, first, n: int):
-    """[(entry, ok)] of the logical pages first .. first + n - 1 of the CTA's block-table row.
-
-    table = (row pointer, cap, batch_ok, num_pages), plain IR values (it is loop state): the n entries
-    come from one four-dword scalar load (n <= 4) through a resource that ends after column cap (the
-    last page needed, within the width), so no entry past it is read (those read 0); ok says the page
-    is at most cap and its entry names a page of kv_cache. A page that is not ok is never read and its
-    tokens score -inf."""
-    bt32, cap, batch_ok, num_pages = table
-    words = Vector(_sload(bt32, first, 4, num_records=fx.max(cap + Int32(1), Int32(0)) * Int32(4)))
-    return [(Int32(words[j]), (batch_ok & _below(first + Int32(j), cap + Int32(1))) & _below(Int32(words[j]), num_pages))
-            for j in range_constexpr(n)]
-
-
 def _load_chunk(g: Geometry, kv8, kvs8, table, chunk, stride_kv, stride_kvs, tid, wave):
-    """Global loads of one chunk (all pages' values and scales) into this thread's staging registers,
-    followed by the chunk's page-validity bits."""
+    """Global loads of one chunk into this thread's staging registers, followed by the chunk's
+    page-validity bits.
+
+    table = (row pointer, cap, batch_ok, num_pages), plain IR values (it is loop state): the chunk's
+    page entries come from one four-dword scalar load through a resource that ends after column cap
+    (the last page needed, within the width), so no entry past it is read (those read 0). Page j is
+    valid when it is at most cap and its entry names a page of kv_cache; a page that is not is never
+    read and its tokens score -inf. Wave w stages the w-th quarter of the chunk's values and of its
+    scales, which lies within one page (w * pages / 4), so a wave builds one page's resources, not
+    every page's (scalar work per chunk; the staged layout is the same)."""
     npg = g.pages_per_chunk
-    pieces_per_page = g.page_value_bytes // 16
-    dwords_per_page = g.page_scale_bytes // 4
+    bt32, cap, batch_ok, num_pages = table
     first = chunk * Int32(npg)
-    pages, oks = (list(v) for v in zip(*_table_pages(table, first, npg)))
-    regs = []
-    for i in range_constexpr(g.value_pieces_per_thread):
-        j, off = divmod(i * THREADS, pieces_per_page)
-        rsrc = B.buffer_rsrc(kv8, Int64(pages[j]) * Int64(stride_kv),
-                             oks[j].select(Int32(g.page_value_bytes), Int32(0)))
-        regs.append(Vector(B.buffer_load(rsrc, tid * Int32(16) + Int32(off * 16), 4)))
-    for i in range_constexpr(g.scale_dwords_per_thread):
-        if dwords_per_page >= THREADS:
-            j, off = divmod(i * THREADS, dwords_per_page)
-            page, ok = pages[j], oks[j]
-            voff = tid * Int32(4) + Int32(off * 4)
-        else:   # a page's scales span fewer than 256 dwords: the page index varies per wave
-            waves_per_page = dwords_per_page // WAVE_SIZE
-            jw = Int32(i * THREADS // dwords_per_page) + wave // Int32(waves_per_page)
-            page, ok = pages[0], oks[0]
-            for j in range_constexpr(1, npg):
-                page = (jw == Int32(j)).select(pages[j], page)
-                ok = (jw == Int32(j)).select(oks[j], ok)
-            voff = (tid % Int32(dwords_per_page)) * Int32(4)
-        rsrc = B.buffer_rsrc(kvs8, Int64(page) * Int64(stride_kvs), ok.select(Int32(g.page_scale_bytes), Int32(0)))
-        regs.append(Int32(B.buffer_load(rsrc, voff, 1)))
-    valid = Int32(0)                      # bit j: page j of the chunk is valid (travels with the chunk)
+    words = Vector(_sload(bt32, first, 4, num_records=fx.max(cap + Int32(1), Int32(0)) * Int32(4)))
+    entries = [Int32(words[j]) for j in range_constexpr(npg)]
+    in_pool = Int32(0)
     for j in range_constexpr(npg):
-        valid = valid | oks[j].select(Int32(1 << j), Int32(0))
+        in_pool = in_pool | _below(entries[j], num_pages).select(Int32(1 << j), Int32(0))
+    below_cap = fx.min(fx.max(cap + Int32(1) - first, Int32(0)), Int32(npg))     # pages j < this are <= cap
+    valid = batch_ok.select(in_pool & ((Int32(1) << below_cap) - Int32(1)), Int32(0))
+    jw = (wave * Int32(npg)) >> Int32(2)              # the page of this wave's quarter (WAVES = 4)
+    page = entries[0]
+    for j in range_constexpr(1, npg):
+        page = (jw == Int32(j)).select(entries[j], page)
+    ok = ((valid >> jw) & Int32(1)) != Int32(0)
+    lane = tid & Int32(WAVE_SIZE - 1)
+    nv, ns = g.value_pieces_per_thread, g.scale_dwords_per_thread
+    regs = []
+    rsrc = B.buffer_rsrc(kv8, Int64(page) * Int64(stride_kv), ok.select(Int32(g.page_value_bytes), Int32(0)))
+    base = lane * Int32(16) + (wave * Int32(nv * WAVE_SIZE * 16) - jw * Int32(g.page_value_bytes))
+    for i in range_constexpr(nv):
+        regs.append(Vector(B.buffer_load(rsrc, base + Int32(i * WAVE_SIZE * 16), 4)))
+    rsrc = B.buffer_rsrc(kvs8, Int64(page) * Int64(stride_kvs), ok.select(Int32(g.page_scale_bytes), Int32(0)))
+    base = lane * Int32(4) + (wave * Int32(ns * WAVE_SIZE * 4) - jw * Int32(g.page_scale_bytes))
+    for i in range_constexpr(ns):
+        regs.append(Int32(B.buffer_load(rsrc, base + Int32(i * WAVE_SIZE * 4), 1)))
     return regs + [valid]
 
 
@@ -228,60 +221,99 @@ def _zero_regs(g: Geometry):
             + [Int32(0) for _ in range_constexpr(g.scale_dwords_per_thread)] + [Int32(0)])
 
 
-def _stage_chunk(g: Geometry, lds, regs, tid):
-    """Write the staging registers into LDS: values [page][PAGE_V] then scales [page][PAGE_S]."""
-    nv = g.value_pieces_per_thread
+def _stage_chunk(g: Geometry, lds, regs, tid, wave):
+    """Write the staging registers into LDS: values [page][PAGE_V] then scales [page][PAGE_S]; wave
+    w's registers hold the w-th quarter of each (_load_chunk)."""
+    nv, ns = g.value_pieces_per_thread, g.scale_dwords_per_thread
+    lane = tid & Int32(WAVE_SIZE - 1)
     for i in range_constexpr(nv):
-        B.lds_store(lds, (Int32(i * THREADS) + tid) * Int32(16), regs[i], 4)
-    for i in range_constexpr(g.scale_dwords_per_thread):
-        B.lds_store(lds, Int32(g.lds_value_bytes) + (Int32(i * THREADS) + tid) * Int32(4), regs[nv + i], 1)
+        B.lds_store(lds, lane * Int32(16) + wave * Int32(nv * WAVE_SIZE * 16) + Int32(i * WAVE_SIZE * 16), regs[i], 4)
+    for i in range_constexpr(ns):
+        B.lds_store(lds, lane * Int32(4) + wave * Int32(ns * WAVE_SIZE * 4) + Int32(g.lds_value_bytes + i * WAVE_SIZE * 4),
+                    regs[nv + i], 1)
 
 
 # ------------------------------------------------------------------------------------------ compute
 
-def _page_logits(g: Geometry, lds, j, qa, qs, w, lane_v, lane_s, shift_s):
-    """Weighted ReLU head sums of page j of the staged chunk, one f32 per lane per 32-token tile."""
+def _unit_logits(g: Geometry, lds, pages, qa, qs, w, lane_v, lane_s, shift_s, on_pair):
+    """Weighted ReLU head sums of the staged chunk's pages `pages`, one f32 per lane per 32-token
+    tile; on_pair(j, pr, a, b) takes tiles 2pr and 2pr + 1 of page j as soon as both are summed."""
     P = g.page_size
-    bscale = []
-    for ks in range_constexpr(g.k_steps):
-        kt, c = ks // 2, 2 * (ks % 2)
-        d = Int32(B.lds_load(lds, lane_s + Int32(g.lds_value_bytes + j * g.page_scale_bytes
-                                                  + kt * 4 * P + c * P), 1))
-        bscale.append(fx.shrui(d, shift_s) if shift_s is not None else d)
-    bv = {}                                   # per tile: its B operands, read from LDS when first needed
+    bscale, bv = {}, {}                       # per page / per tile: read from LDS when first needed
 
-    def products(tt, m):
-        """The MFMA chain of one unit (token tile tt, m-tile m): its 32x32 f32 dot products."""
-        if tt not in bv:
-            bv[tt] = []
+    def scales(j):
+        if j not in bscale:
+            bscale[j] = []
+            for ks in range_constexpr(g.k_steps):
+                kt, c = ks // 2, 2 * (ks % 2)
+                d = Int32(B.lds_load(lds, lane_s + Int32(g.lds_value_bytes + j * g.page_scale_bytes
+                                                          + kt * 4 * P + c * P), 1))
+                bscale[j].append(fx.shrui(d, shift_s) if shift_s is not None else d)
+        return bscale[j]
+
+    def operands(u):
+        """Issue the LDS reads of unit u's B operands and scales (once per tile / page)."""
+        j, tt, _ = units[u]
+        scales(j)
+        if (j, tt) not in bv:
+            bv[(j, tt)] = []
             for ks in range_constexpr(g.k_steps):
                 kt, c = ks // 2, 2 * (ks % 2)
                 const = j * g.page_value_bytes + kt * 64 * P + c * 16 * P + 32 * tt * 16
-                bv[tt].append(B.lds_load(lds, lane_v + Int32(const), 4))
+                bv[(j, tt)].append(B.lds_load(lds, lane_v + Int32(const), 4))
+
+    def step(u, ks, acc):
+        """MFMA ks of unit u (page j, token tile tt, m-tile m): its 32x32 f32 dot products so far."""
+        j, tt, m = units[u]
         # byte of token 32tt + l32 in the (pre-shifted) scale dword; see docs/families/mqa_decode.md#kv-scales
         opsel_b = 2 * tt if P == 64 else tt
-        acc = Vector.filled(16, 0.0, fx.Float32)
-        for ks in range_constexpr(g.k_steps):
-            acc = _mfma32(acc, qa[m][ks], bv[tt][ks], qs[ks][(2 * m) // 4], (2 * m) % 4, bscale[ks], opsel_b)
-        return acc
+        return _mfma32(acc, qa[m][ks], bv[(j, tt)][ks], qs[ks][(2 * m) // 4], (2 * m) % 4, bscale[j][ks], opsel_b)
 
-    # software pipelined over the page's units: the next unit's MFMAs are issued before this unit's
-    # head sum, so the VALU does not wait on their results (nor on the wait states before reading them)
-    units = [(tt, m) for tt in range_constexpr(g.tiles_per_page) for m in range_constexpr(g.m_tiles)]
-    sums, total, acc = [], None, products(*units[0])
+    # Software pipelined over the units of all the pages, also across a page boundary: the next unit's
+    # MFMAs are issued inside this unit's head sum, one per k-step between equal slices of it (fenced:
+    # LLVM would gather them, and the wave would wait on its own MFMA chain instead of summing), so
+    # the VALU waits neither on their results nor on the wait states before reading them; the next
+    # tile's LDS reads go out right after the last MFMA that reads the previous tile.
+    units = [(j, tt, m) for j in pages for tt in range_constexpr(g.tiles_per_page) for m in range_constexpr(g.m_tiles)]
+    zero = Vector.filled(16, 0.0, fx.Float32)
+    operands(0)
+    acc = zero
+    for ks in range_constexpr(g.k_steps):
+        acc = step(0, ks, acc)
+    total, first = None, None
     for u in range_constexpr(len(units)):
-        tt, m = units[u]
-        cur = acc
-        if u + 1 < len(units):
-            acc = products(*units[u + 1])
-        r = Vector(_relu(Vector(cur)))
-        for e in range_constexpr(_live_rows(g, m) // 2):
-            pair = Vector.from_elements([r[2 * e], r[2 * e + 1]], fx.Float32)
-            total = _pk("mul", pair, w[m][e]) if total is None else _pk("fma", pair, w[m][e], total)
+        j, tt, m = units[u]
+        cur, acc = Vector(acc), zero
+        live = _live_rows(g, m)
+        # the accumulator rows of padding heads are never read, so LLVM would hand their registers
+        # to the inline-asm FMAs below while the MFMA still writes them, and it does not check an asm
+        # write against an MFMA in flight: the first FMA (behind the ReLU that waits for the MFMA)
+        # keeps them allocated up to it
+        dead = [cur[k] for k in range_constexpr(live, 16)]
+        per = -(-(live // 2) // g.k_steps)          # row pairs per slice
+        for ks in range_constexpr(g.k_steps):
+            if u + 1 < len(units):
+                if ks == 0:
+                    operands(u + 1)
+                acc = step(u + 1, ks, acc)
+            rocdl.sched_barrier(0)
+            for e in range_constexpr(ks * per, min((ks + 1) * per, live // 2)):
+                pair = Vector(_relu(Vector.from_elements([cur[2 * e], cur[2 * e + 1]], fx.Float32)))
+                if total is None:
+                    total = _pk("mul", pair, w[m][e], keep=dead if e == 0 else ())
+                else:
+                    total = _pk("fma", pair, w[m][e], total, keep=dead if e == 0 else ())
+            rocdl.sched_barrier(0)
         if m == g.m_tiles - 1:
-            sums.append(fx.Float32(_asm(ir.F32Type.get(), "v_add_f32", total[0], total[1], wait_states=2)))
+            # the wait states cover the v_permlane32_swap that reads an odd tile's sum next (an even
+            # tile's is read a unit later)
+            tile_sum = fx.Float32(_asm(ir.F32Type.get(), "v_add_f32", total[0], total[1],
+                                       wait_states=2 if tt % 2 == 1 else 0))
             total = None
-    return sums
+            if tt % 2 == 0:
+                first = tile_sum
+            else:
+                on_pair(j, tt // 2, first, tile_sum)
 
 
 def _fold_pair(a, b):
@@ -399,37 +431,60 @@ def launcher(params: dict, target):
                 regs = _load_chunk(g, kv8, kvs8, table, chunk_start, stride_kv_page, stride_kvs_page, tid, wave)
                 for c in range(Int32(0), chunk_count, Int32(1), unroll=1):
                     gpu.barrier()                             # every wave is done reading the previous chunk
-                    _stage_chunk(g, lds, regs, tid)
+                    _stage_chunk(g, lds, regs, tid, wave)
                     valid = regs[-1]
                     gpu.barrier()
                     tok0 = (chunk_start + c) * Int32(CHUNK_TOKENS)
-                    for j in range_constexpr(npg):
-                        if j == _prefetch_page(g):            # the next chunk's loads, under this chunk's pages
+
+                    def store_pair(j, pr, a, b):
+                        val = _fold_pair(a, b) * weight_scale
+                        val = ((valid & Int32(1 << j)) != Int32(0)).select(val, neg_inf)
+                        # one add whose constant LLVM cannot move into the instruction
+                        # offset (voffset and offset are range-checked as one sum, unwrapped)
+                        rel = (tok0 + Int32(j * g.page_size + 64 * pr) - win_lo) * Int32(4)
+                        voff = Int32(_asm(T.i32, "v_add_u32", rel, lane_bytes, kinds="sv"))
+                        B.buffer_store(val, out_rsrc, voff)
+
+                    pf = _prefetch_page(g)
+                    if pf == 0:                               # the next chunk's loads, under this chunk's pages
+                        if c + Int32(1) < chunk_count:
+                            regs = _load_chunk(g, kv8, kvs8, table, chunk_start + c + Int32(1),
+                                               stride_kv_page, stride_kvs_page, tid, wave)
+                        else:                                 # keeps the staged registers dead after the LDS write
+                            regs = _zero_regs(g)
+                    # a chunk inside the wave's window (most of them): every page computed, none with
+                    # -inf cells, so no per-page tests, and one pipeline over all its pages' units
+                    if (tok0 >= win_lo) & (tok0 + Int32(CHUNK_TOKENS) <= win_hi):
+                        if pf == 0:
+                            _unit_logits(g, lds, list(range(npg)), qa, qs, w, lane_v, lane_s, shift_s, store_pair)
+                        else:
+                            _unit_logits(g, lds, list(range(pf)), qa, qs, w, lane_v, lane_s, shift_s, store_pair)
                             if c + Int32(1) < chunk_count:
                                 regs = _load_chunk(g, kv8, kvs8, table, chunk_start + c + Int32(1),
                                                    stride_kv_page, stride_kvs_page, tid, wave)
-                            else:                             # keeps the staged registers dead after the LDS write
+                            else:
                                 regs = _zero_regs(g)
-                        page0 = tok0 + Int32(j * g.page_size)
-                        if (page0 < win_hi) & (page0 + Int32(g.page_size) > win_lo):
-                            ok = (valid & Int32(1 << j)) != Int32(0)
-                            sums = _page_logits(g, lds, j, qa, qs, w, lane_v, lane_s, shift_s)
-                            for pr in range_constexpr(g.tiles_per_page // 2):
-                                val = _fold_pair(sums[2 * pr], sums[2 * pr + 1]) * weight_scale
-                                val = ok.select(val, neg_inf)
-                                # one add whose constant LLVM cannot move into the instruction
-                                # offset (voffset and offset are range-checked as one sum, unwrapped)
-                                rel = (page0 + Int32(64 * pr) - win_lo) * Int32(4)
-                                voff = Int32(_asm(T.i32, "v_add_u32", rel, lane_bytes, kinds="sv"))
-                                B.buffer_store(val, out_rsrc, voff)
-                    for j in range_constexpr(npg):            # -inf into the cells of pages not inside the window
-                        page0 = tok0 + Int32(j * g.page_size)
-                        # (fill 0, a converted one-row table: the caller's pre-fill stays put)
-                        if (fill != Int32(0)) & ((page0 < win_lo) | (page0 + Int32(g.page_size) > win_hi)):
-                            for pr in range_constexpr(g.page_size // 64):
-                                tok = page0 + Int32(64 * pr) + lane
-                                seen = (tok >= win_lo) & (tok < win_hi)
-                                B.buffer_store(neg_inf, inf_rsrc, seen.select(msl_bytes, tok * Int32(4)))
+                            _unit_logits(g, lds, list(range(pf, npg)), qa, qs, w, lane_v, lane_s, shift_s,
+                                         store_pair)
+                    else:
+                        for j in range_constexpr(npg):
+                            if pf != 0 and j == pf:
+                                if c + Int32(1) < chunk_count:
+                                    regs = _load_chunk(g, kv8, kvs8, table, chunk_start + c + Int32(1),
+                                                       stride_kv_page, stride_kvs_page, tid, wave)
+                                else:
+                                    regs = _zero_regs(g)
+                            page0 = tok0 + Int32(j * g.page_size)
+                            if (page0 < win_hi) & (page0 + Int32(g.page_size) > win_lo):
+                                _unit_logits(g, lds, [j], qa, qs, w, lane_v, lane_s, shift_s, store_pair)
+                        for j in range_constexpr(npg):        # -inf into the cells of pages not inside the window
+                            page0 = tok0 + Int32(j * g.page_size)
+                            # (fill 0, a converted one-row table: the caller's pre-fill stays put)
+                            if (fill != Int32(0)) & ((page0 < win_lo) | (page0 + Int32(g.page_size) > win_hi)):
+                                for pr in range_constexpr(g.page_size // 64):
+                                    tok = page0 + Int32(64 * pr) + lane
+                                    seen = (tok >= win_lo) & (tok < win_hi)
+                                    B.buffer_store(neg_inf, inf_rsrc, seen.select(msl_bytes, tok * Int32(4)))
 
             if fill != Int32(0):
                 v_lo, v_hi, g0, n_in = _fill_share((first_row, n_rows, chunk_start, chunk_count),
