@@ -607,13 +607,14 @@ FLOOR_GOALS = [("decode", "next_n 4", lambda d: d[1] == 4, 1.5),
 def floor_goals(ours, params) -> list:
     """Print, per goal of FLOOR_GOALS with rows in this run, how many rows meet it and the worst one;
     return [(family, rows, goal, met, total)]."""
-    print("\nFloor goals (flyaot device time / floor)")
     out = []
     for fam, which, pick, goal in FLOOR_GOALS:
         rows = [(r.device(params) / r.floor.us, r) for r in ours
                 if r.family == fam and r.replays and r.seed and pick(r.dims)]
         if not rows:
             continue
+        if not out:
+            print("\nFloor goals (flyaot device time / floor)")
         met = sum(q <= goal for q, _ in rows)
         worst, wr = max(rows, key=lambda x: x[0])
         print(f"  {fam:8s} {which:24s} <= {goal:.1f}x: {met}/{len(rows)} rows "

@@ -405,5 +405,6 @@ def test_gfx950_model_reports_the_floor_goals_of_the_seed_rows_it_ran():
     goals = re.findall(rf"^  (\w+) +M >= 512 +<= 2.0x: (\d+)/(\d+) rows \(worst (\S+ M=\d+) ({NUM})x\)", p.stdout, re.M)
     assert len(goals) == 1 and goals[0][:4] == ("gemm", goals[0][1], "1", "3584x512 M=512")
     assert not re.search(r"^  (decode|prefill) ", p.stdout, re.M)
+    assert "Floor goals" not in run("gfx950_model.py", "--shape", "gemm:512x1024x512", "--samples", 2).stdout
     ratio = float(re.search(rf"\s(?:hbm|mfma|valu)\s+({NUM})\s", rows["3584x512"]).group(1))
     assert float(goals[0][4]) == pytest.approx(ratio, abs=0.01) and (goals[0][1] == "1") == (ratio <= 2.0)
