@@ -337,7 +337,7 @@ def make_launcher(params: dict):
             if fx.const_expr(prefill):
                 accs, bq_next, sc_next = prefill_step(step, stage, bq, sc, accs)
                 rocdl.sched_barrier(0)           # the wait stays behind the MFMAs
-                rocdl.s_waitcnt(vmcnt=0)
+                rocdl.s_waitcnt(vmcnt=n_b_loads)  # the A copies (issued before the B loads) are done
             else:
                 afs = read_a(stage)
                 dma_a(step + 1, stage ^ 1)
