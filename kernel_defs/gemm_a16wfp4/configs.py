@@ -30,8 +30,8 @@ def _rows(d16, d32, mid, prefill, large=None):
 
 # (N, K) -> bucket -> params. Decode buckets use the decode order (one B tile live); those with
 # sk > 1 reduce K-split partials in LDS. 1536 x 7168 decodes without split-K (no LDS reduction).
-# 3584 x 512 keeps the decode order from M = 512, at 64 rows and kb 1: four waves per SIMD hide its
-# short K loop's load waits.
+# 3584 x 512 takes 64-row tiles with kb 1 from M = 512 (four waves per SIMD hide its short K loop's
+# load waits): the decode order at M <= 1024, the prefill order beyond.
 TUNED = {
     (8448, 7168): _rows(_cfg("decode", 16, 32, 4, 1), _cfg("decode", 32, 32, 4, 1),
                         _cfg("prefill", 64, 64, 1, 1), _cfg("prefill", 128, 128, 1, 1)),
@@ -44,7 +44,7 @@ TUNED = {
                         _cfg("prefill", 128, 128, 2, 1)),
     (3584, 512): _rows(_cfg("decode", 16, 16, 4, 1), _cfg("decode", 32, 32, 2, 1),
                        _cfg("prefill", 16, 64, 1, 2), _cfg("decode", 64, 64, 1, 1),
-                       _cfg("decode", 64, 128, 1, 1)),
+                       _cfg("prefill", 64, 128, 1, 1)),
 }
 
 # Serves any N % 256 == 0, K % 256 == 0 (kstep 256 or 128 divides every such K).

@@ -13,7 +13,8 @@ Per workgroup (4 waves, tile bm x bn, see geometry.py):
 - v_mfma_f32_16x16x32_bf16 with fp32 accumulators. A lane's 16-byte weight load holds K elements
   [32g, 32g+32) of one column (g = lane / 16); dword j of it feeds MFMA j of the 128-K block, so
   MFMA j contracts real K = 32g + 8j + e (e < 8) through its lane-group slot 8g + e. The A fragment
-  is read from LDS with the same permutation, which leaves the dot product unchanged.
+  is read from LDS with the same permutation, which leaves the dot product unchanged. The weight is
+  the MFMA's first operand, so a lane's accumulator is 4 adjacent output columns of one row.
 - "prefill" order spreads the next step's A copies and B loads over the step's MFMAs, reading the A
   fragments one 32-K slice ahead (two B tiles live); "decode" order reads the step's A fragments,
   issues the next A before and the next B after the MFMAs (one B tile live, fewer VGPRs). The last
@@ -139,8 +140,6 @@ def make_launcher(params: dict):
                                                      Int64(bid_n) * (BN // 32)) * Int64(k),
                        Int64(k) * max(1, BN // 32))
         half16 = _mod(bid_n, 2) if BN == 16 else None
-        o_rsrc = _rsrc(Int64(fx.ptrtoint(out)) + Int64(m0) * Int64(stride_out) * 2,
-                       (Int64(rows - 1) * Int64(stride_out) + Int64(n)) * 2)
         n_steps = _div(k, KSTEP)
 
         lds = fx.SharedAllocator().allocate(fx.Array[fx.Int8, t.lds_bytes, 16]).peek().ptr
@@ -252,7 +251,7 @@ def make_launcher(params: dict):
                 for mt in range_constexpr(MT):
                     a = mt * NT + nt
                     accs[a] = rocdl.mfma_f32_16x16x32_bf16(
-                        T.vec(4, T.f32), [_ir(afrags[mt]), _ir(bf), accs[a]])
+                        T.vec(4, T.f32), [_ir(bf), _ir(afrags[mt]), accs[a]])
                     if fx.const_expr(prefill):
                         rocdl.sched_barrier(0)
                     for op in side_at.get(nt * MT + mt, ()):
@@ -338,7 +337,7 @@ def make_launcher(params: dict):
             if fx.const_expr(prefill):
                 accs, bq_next, sc_next = prefill_step(step, stage, bq, sc, accs)
                 rocdl.sched_barrier(0)           # the wait stays behind the MFMAs
-                rocdl.s_waitcnt(vmcnt=0)
+                rocdl.s_waitcnt(vmcnt=n_b_loads)  # the A copies (issued before the B loads) are done
             else:
                 afs = read_a(stage)
                 dma_a(step + 1, stage ^ 1)
@@ -357,14 +356,18 @@ def make_launcher(params: dict):
             accs = compute(read_a(last[0]), *last[1:])
 
         def store_out(accs):
+            # The MFMAs take the weight as their first operand, so a tile's accumulator is Y^T: a lane
+            # holds 4 consecutive columns (4g + r) of row nl, one 8-byte store. Each m-tile gets its own
+            # buffer resource (base at its first row, bounds at its last real row), so one voffset
+            # serves every m-tile and the n-tiles differ by the instruction offset. The row stays in the
+            # voffset, which the bounds check covers (soffset is not checked).
+            voff = nl * (stride_out * 2) + (bid_n * BN + n16_of(0) * 16 + g * 4) * 2
             for mt in range_constexpr(MT):
+                nb = fx.max(Int32(0), (rows - (mt * MFMA_MN + 1)) * stride_out * 2 + n * 2)
+                rsrc = _rsrc(Int64(fx.ptrtoint(out)) + Int64(m0 + mt * MFMA_MN) * Int64(stride_out) * 2, Int64(nb))
                 for nt in range_constexpr(NT):
-                    col = bid_n * BN + n16_of(nt) * 16 + nl
-                    o = Vec(accs[mt * NT + nt]).to(fx.BFloat16)
-                    for r in range_constexpr(4):
-                        row = mt * MFMA_MN + g * 4 + r
-                        voff = Int32(row * stride_out * 2 + col * 2)
-                        rocdl.raw_ptr_buffer_store(_ir(o[r]), o_rsrc, _ir(voff), _ir(Int32(0)))
+                    o = Vec(accs[mt * NT + nt]).to(fx.BFloat16).bitcast(Int32)
+                    rocdl.raw_ptr_buffer_store(_ir(o), rsrc, _ir(Int32(voff + nt * 32)), _ir(Int32(0)))
 
         if fx.const_expr(SK == 1):
             store_out(accs)

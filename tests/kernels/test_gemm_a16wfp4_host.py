@@ -105,13 +105,13 @@ def test_plan_geometry_and_arguments():
     assert p.args["w"] is prep.weight and p.args["out"] is out
 
 
-def test_plan_picks_the_decode_order_for_the_large_m_rows_of_3584x512():
+def test_plan_picks_64_row_tiles_for_the_large_m_rows_of_3584x512():
     prep = prepare_mxfp4_weight(*reference.random_weight(3584, 512, generator=_gen(5)))
-    for m, bm in ((512, 64), (4096, 64)):
+    for m, order in ((512, "decode"), (4096, "prefill")):
         x = torch.zeros(m, 512, dtype=torch.bfloat16)
         p = plan.plan(x, prep, torch.empty(m, 3584, dtype=torch.bfloat16))
-        assert p.params["order"] == "decode" and p.params["bm"] == bm
-        assert p.grid == (m // bm, 3584 // p.params["bn"], 1)
+        assert p.params["order"] == order and p.params["bm"] == 64
+        assert p.grid == (m // 64, 3584 // p.params["bn"], 1)
 
 
 @pytest.mark.parametrize("bad, err", [
