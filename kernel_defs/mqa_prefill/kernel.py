@@ -456,6 +456,16 @@ def launcher(params: dict, target):
                         voff = Int32(_asm(T.i32, "v_add_u32", rel, lane_bytes, kinds="sv"))
                         B.buffer_store(val, out_rsrc, voff)
 
+                    def inf_pages():
+                        for j in range_constexpr(npg):        # -inf into the cells of pages not inside the window
+                            page0 = tok0 + Int32(j * g.page_size)
+                            # (fill 0, a converted one-row table: the caller's pre-fill stays put)
+                            if (fill != Int32(0)) & ((page0 < win_lo) | (page0 + Int32(g.page_size) > win_hi)):
+                                for pr in range_constexpr(g.page_size // 64):
+                                    tok = page0 + Int32(64 * pr) + lane
+                                    seen = (tok >= win_lo) & (tok < win_hi)
+                                    B.buffer_store(neg_inf, inf_rsrc, seen.select(msl_bytes, tok * Int32(4)))
+
                     pf = _prefetch_page(g)
                     if pf == 0:                               # the next chunk's loads, under this chunk's pages
                         if c + Int32(1) < chunk_count:
@@ -477,6 +487,15 @@ def launcher(params: dict, target):
                                 regs = _zero_regs(g)
                             _unit_logits(g, lds, list(range(pf, npg)), qa, qs, w, lane_v, lane_s, shift_s,
                                          store_pair)
+                    elif pf == 0 and (tok0 >= win_lo):
+                        # an edge chunk that starts inside the window (a causal row's last chunk): its
+                        # first pages up to the window's end in one pipeline, as an inner chunk's (the
+                        # out-of-window cells of the last one fall outside the store resource)
+                        npc = (win_hi - tok0 + Int32(g.page_size - 1)) >> Int32(g.page_size.bit_length() - 1)
+                        for n in range_constexpr(1, npg + 1):
+                            if npc == Int32(n):
+                                _unit_logits(g, lds, list(range(n)), qa, qs, w, lane_v, lane_s, shift_s, store_pair)
+                        inf_pages()
                     else:
                         for j in range_constexpr(npg):
                             if pf != 0 and j == pf:
@@ -488,14 +507,7 @@ def launcher(params: dict, target):
                             page0 = tok0 + Int32(j * g.page_size)
                             if (page0 < win_hi) & (page0 + Int32(g.page_size) > win_lo):
                                 _unit_logits(g, lds, [j], qa, qs, w, lane_v, lane_s, shift_s, store_pair)
-                        for j in range_constexpr(npg):        # -inf into the cells of pages not inside the window
-                            page0 = tok0 + Int32(j * g.page_size)
-                            # (fill 0, a converted one-row table: the caller's pre-fill stays put)
-                            if (fill != Int32(0)) & ((page0 < win_lo) | (page0 + Int32(g.page_size) > win_hi)):
-                                for pr in range_constexpr(g.page_size // 64):
-                                    tok = page0 + Int32(64 * pr) + lane
-                                    seen = (tok >= win_lo) & (tok < win_hi)
-                                    B.buffer_store(neg_inf, inf_rsrc, seen.select(msl_bytes, tok * Int32(4)))
+                        inf_pages()
 
     @flyc.jit
     def launch(out: fx.Pointer, q: fx.Pointer, q_scale: fx.Pointer, kv_cache: fx.Pointer,
