@@ -16,7 +16,7 @@ last page at D256 (_prefetch_page). Stores are masked per wave by its own window
 over the window's cells (based at its start: a cell below it has a wrapped, out-of-range offset), never a branch
 per lane. The cells
 outside a wave's window get -inf from the kernel too: those of the chunks the CTA computes, then (when
-cta_info's field 6 is set) its share of the chunks outside its group's chunks (_fill_share), so every
+cta_info's field 6 is set, stored first) its share of the chunks outside its group's chunks (_fill_share), so every
 output cell is written once and the output needs no fill; with field 6 clear (a converted one-row
 table) only window cells are stored, as upstream's kernel does.
 
@@ -357,11 +357,13 @@ def _fill_share(cta_info_rows, windows, rows, max_seq_len):
     return fx.min(a * per, outside), fx.min(b * per, outside), g0, n
 
 
-def _fill_chunk(v, g0, n, out_rsrc, lane, neg_inf):
-    """-inf into outside chunk v (in the order of _fill_share) of the wave's row."""
-    tok = ((v < g0).select(v, v + n) << Int32(_CHUNK_SHIFT)) + lane
-    for i in range_constexpr(CHUNK_TOKENS // WAVE_SIZE):
-        B.buffer_store(neg_inf, out_rsrc, (tok + Int32(i * WAVE_SIZE)) * Int32(4))
+def _fill_chunk(v, g0, n, out_rsrc, lane, neg_inf4):
+    """-inf into outside chunk v (in the order of _fill_share) of the wave's row: one 16-byte store
+    per lane covers the chunk (a quarter of the instructions of dword stores; the range check is per
+    dword, so a chunk past max_seq_len's end keeps only its cells below it)."""
+    assert CHUNK_TOKENS == 4 * WAVE_SIZE
+    tok = ((v < g0).select(v, v + n) << Int32(_CHUNK_SHIFT)) + lane * Int32(4)
+    B.buffer_store(neg_inf4, out_rsrc, tok * Int32(4))
 
 
 # ------------------------------------------------------------------------------------------ the kernel
@@ -411,6 +413,15 @@ def launcher(params: dict, target):
             msl_bytes = active.select(max_seq_len, Int32(0)) * Int32(4)
             inf_rsrc = B.buffer_rsrc(_global(out, T.i8), row_base, num_records=Int64(msl_bytes))
             neg_inf = fx.Float32(float("-inf"))
+            # the CTA's share of the outside chunks first: its stores then drain under the chunks'
+            # loads and compute instead of ending the CTA, and the short groups' CTAs, which carry
+            # the largest shares and run last, no longer end the launch on them
+            if fill != Int32(0):
+                v_lo, v_hi, g0, n_in = _fill_share((first_row, n_rows, chunk_start, chunk_count),
+                                                   (_global(local_starts, T.i32), _global(local_ends, T.i32)),
+                                                   rows, max_seq_len)
+                for v in range(v_lo, v_hi, Int32(1), unroll=1):
+                    _fill_chunk(v, g0, n_in, inf_rsrc, lane, Vector.filled(4, float("-inf"), fx.Float32))
 
             if chunk_count > Int32(0):
                 qa = _load_q(g, _global(q, T.i8), row, stride_q, l32, half)
@@ -445,6 +456,16 @@ def launcher(params: dict, target):
                         voff = Int32(_asm(T.i32, "v_add_u32", rel, lane_bytes, kinds="sv"))
                         B.buffer_store(val, out_rsrc, voff)
 
+                    def inf_pages():
+                        for j in range_constexpr(npg):        # -inf into the cells of pages not inside the window
+                            page0 = tok0 + Int32(j * g.page_size)
+                            # (fill 0, a converted one-row table: the caller's pre-fill stays put)
+                            if (fill != Int32(0)) & ((page0 < win_lo) | (page0 + Int32(g.page_size) > win_hi)):
+                                for pr in range_constexpr(g.page_size // 64):
+                                    tok = page0 + Int32(64 * pr) + lane
+                                    seen = (tok >= win_lo) & (tok < win_hi)
+                                    B.buffer_store(neg_inf, inf_rsrc, seen.select(msl_bytes, tok * Int32(4)))
+
                     pf = _prefetch_page(g)
                     if pf == 0:                               # the next chunk's loads, under this chunk's pages
                         if c + Int32(1) < chunk_count:
@@ -466,6 +487,15 @@ def launcher(params: dict, target):
                                 regs = _zero_regs(g)
                             _unit_logits(g, lds, list(range(pf, npg)), qa, qs, w, lane_v, lane_s, shift_s,
                                          store_pair)
+                    elif pf == 0 and (tok0 >= win_lo):
+                        # an edge chunk that starts inside the window (a causal row's last chunk): its
+                        # first pages up to the window's end in one pipeline, as an inner chunk's (the
+                        # out-of-window cells of the last one fall outside the store resource)
+                        npc = (win_hi - tok0 + Int32(g.page_size - 1)) >> Int32(g.page_size.bit_length() - 1)
+                        for n in range_constexpr(1, npg + 1):
+                            if npc == Int32(n):
+                                _unit_logits(g, lds, list(range(n)), qa, qs, w, lane_v, lane_s, shift_s, store_pair)
+                        inf_pages()
                     else:
                         for j in range_constexpr(npg):
                             if pf != 0 and j == pf:
@@ -477,21 +507,7 @@ def launcher(params: dict, target):
                             page0 = tok0 + Int32(j * g.page_size)
                             if (page0 < win_hi) & (page0 + Int32(g.page_size) > win_lo):
                                 _unit_logits(g, lds, [j], qa, qs, w, lane_v, lane_s, shift_s, store_pair)
-                        for j in range_constexpr(npg):        # -inf into the cells of pages not inside the window
-                            page0 = tok0 + Int32(j * g.page_size)
-                            # (fill 0, a converted one-row table: the caller's pre-fill stays put)
-                            if (fill != Int32(0)) & ((page0 < win_lo) | (page0 + Int32(g.page_size) > win_hi)):
-                                for pr in range_constexpr(g.page_size // 64):
-                                    tok = page0 + Int32(64 * pr) + lane
-                                    seen = (tok >= win_lo) & (tok < win_hi)
-                                    B.buffer_store(neg_inf, inf_rsrc, seen.select(msl_bytes, tok * Int32(4)))
-
-            if fill != Int32(0):
-                v_lo, v_hi, g0, n_in = _fill_share((first_row, n_rows, chunk_start, chunk_count),
-                                                   (_global(local_starts, T.i32), _global(local_ends, T.i32)),
-                                                   rows, max_seq_len)
-                for v in range(v_lo, v_hi, Int32(1), unroll=1):
-                    _fill_chunk(v, g0, n_in, inf_rsrc, lane, neg_inf)
+                        inf_pages()
 
     @flyc.jit
     def launch(out: fx.Pointer, q: fx.Pointer, q_scale: fx.Pointer, kv_cache: fx.Pointer,
