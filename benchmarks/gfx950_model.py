@@ -491,7 +491,7 @@ def main(argv=None) -> int:
     for fam, shape, dims, meas, new, floor, fill in jobs:
         ru = Row(fam, shape, "upstream", meas, new, floor, fill)
         rf = Row(fam, shape, "flyaot", None, new, floor, fill)
-        rf.dims, rf.seed = dims, meas is not None
+        rf.dims = dims
         upstream.append(ru)
         ours.append(rf)
         runs = [("flyaot", rf, {"decode": flyaot_decode, "prefill": flyaot_prefill, "gemm": flyaot_gemm}[fam])]
@@ -604,23 +604,20 @@ FLOOR_GOALS = [("decode", "next_n 4", lambda d: d[1] == 4, 1.5),
                ("gemm", "M >= 512", lambda d: d[2] >= 512, 2.0)]
 
 
-def floor_goals(ours, params) -> list:
-    """Print, per goal of FLOOR_GOALS with rows in this run, how many rows meet it and the worst one;
-    return [(family, rows, goal, met, total)]."""
-    out = []
+def floor_goals(ours, params) -> None:
+    """Print, per goal of FLOOR_GOALS with seed rows in this run (those with a target), how many rows
+    meet it and the worst one."""
+    lines = []
     for fam, which, pick, goal in FLOOR_GOALS:
         rows = [(r.device(params) / r.floor.us, r) for r in ours
-                if r.family == fam and r.replays and r.seed and pick(r.dims)]
-        if not rows:
-            continue
-        if not out:
-            print("\nFloor goals (flyaot device time / floor)")
-        met = sum(q <= goal for q, _ in rows)
-        worst, wr = max(rows, key=lambda x: x[0])
-        print(f"  {fam:8s} {which:24s} <= {goal:.1f}x: {met}/{len(rows)} rows "
-              f"(worst {wr.shape} {worst:.2f}x)" + ("" if met == len(rows) else "  NOT MET"))
-        out.append((fam, which, goal, met, len(rows)))
-    return out
+                if r.family == fam and r.replays and r.target is not None and pick(r.dims)]
+        if rows:
+            met = sum(q <= goal for q, _ in rows)
+            worst, wr = max(rows, key=lambda x: x[0])
+            lines.append(f"  {fam:8s} {which:24s} <= {goal:.1f}x: {met}/{len(rows)} rows "
+                         f"(worst {wr.shape} {worst:.2f}x)" + ("" if met == len(rows) else "  NOT MET"))
+    if lines:
+        print("\nFloor goals (flyaot device time / floor)", *lines, sep="\n")
 
 
 STABILITY_GOAL = 0.03
