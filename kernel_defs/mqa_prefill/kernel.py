@@ -333,16 +333,15 @@ def _fill_share(cta_info_rows, windows, rows, max_seq_len):
     taken in order (those below g0, then those from g1), are shared out R = ceil((M - N) / N) per group
     chunk: the slice of group chunks [a, b) writes outside chunks [a R, b R), so the slices of a group
     write each outside chunk exactly once. A group with no chunks (N = 0) has one slice, which writes
-    them all."""
+    them all. `windows`: the group's rows' (starts, ends), _group_words each."""
     first_row, n_rows, chunk_start, chunk_count = cta_info_rows
-    ls_ptr, le_ptr = windows
+    ls4, le4 = windows
     lo, hi = Int32(_BIG), Int32(0)
     for j in range_constexpr(WAVES):
         r = first_row + Int32(j)
         mine = (Int32(j) < n_rows) & _below(r, rows)
-        rr = mine.select(r, Int32(0))
-        ls = fx.max(Int32(_sload(ls_ptr, rr)), Int32(0))
-        le = fx.min(Int32(_sload(le_ptr, rr)), max_seq_len)
+        ls = fx.max(ls4[j], Int32(0))
+        le = fx.min(le4[j], max_seq_len)
         live = mine & (le > ls)
         lo = live.select(fx.min(lo, ls), lo)
         hi = live.select(fx.max(hi, le), hi)
@@ -355,6 +354,21 @@ def _fill_share(cta_info_rows, windows, rows, max_seq_len):
     a = work.select(fx.min(fx.max(chunk_start - g0, Int32(0)), n), Int32(0))
     b = work.select(fx.min(fx.max(chunk_start + chunk_count - g0, a), n), Int32(1))
     return fx.min(a * per, outside), fx.min(b * per, outside), g0, n
+
+
+def _group_words(ptr_i32, first_row, rows):
+    """The int32 of rows first_row .. first_row + WAVES - 1 of a [rows] tensor, as a list: one scalar
+    load through a resource over the tensor (a row past its end reads 0; the callers mask such rows)."""
+    words = Vector(_sload(ptr_i32, first_row, WAVES, num_records=rows * Int32(4)))
+    return [Int32(words[j]) for j in range_constexpr(WAVES)]
+
+
+def _of_wave(words, wave):
+    """words[wave] for a wave-uniform wave in [0, WAVES) (scalar selects)."""
+    v = words[0]
+    for j in range_constexpr(1, WAVES):
+        v = (wave == Int32(j)).select(words[j], v)
+    return v
 
 
 def _fill_chunk(v, g0, n, out_rsrc, lane, neg_inf4):
@@ -398,8 +412,11 @@ def launcher(params: dict, target):
             row_in = first_row + fx.min(wave, n_rows - Int32(1))
             active = (wave < n_rows) & _below(row_in, rows)
             row = active.select(row_in, Int32(0))
-            ls_raw = Int32(_sload(_global(local_starts, T.i32), row))
-            le_raw = Int32(_sload(_global(local_ends, T.i32), row))
+            # the windows of the group's WAVES rows in one scalar round trip (rows past the launch
+            # read 0 and are masked): the fill share and every wave's own window come from them
+            windows = (_group_words(_global(local_starts, T.i32), first_row, rows),
+                       _group_words(_global(local_ends, T.i32), first_row, rows))
+            ls_raw, le_raw = (_of_wave(ws, wave) for ws in windows)
             win_lo = active.select(fx.max(ls_raw, Int32(0)), Int32(0))
             win_hi = active.select(fx.max(fx.min(le_raw, max_seq_len), Int32(0)), Int32(0))
             # logits go through a resource over the window's cells, based at its start: the offset of a
@@ -417,17 +434,12 @@ def launcher(params: dict, target):
             # loads and compute instead of ending the CTA, and the short groups' CTAs, which carry
             # the largest shares and run last, no longer end the launch on them
             if fill != Int32(0):
-                v_lo, v_hi, g0, n_in = _fill_share((first_row, n_rows, chunk_start, chunk_count),
-                                                   (_global(local_starts, T.i32), _global(local_ends, T.i32)),
+                v_lo, v_hi, g0, n_in = _fill_share((first_row, n_rows, chunk_start, chunk_count), windows,
                                                    rows, max_seq_len)
                 for v in range(v_lo, v_hi, Int32(1), unroll=1):
                     _fill_chunk(v, g0, n_in, inf_rsrc, lane, Vector.filled(4, float("-inf"), fx.Float32))
 
             if chunk_count > Int32(0):
-                qa = _load_q(g, _global(q, T.i8), row, stride_q, l32, half)
-                qs = _load_q_scales(g, _global(q_scale, T.i8), row, stride_qs, l32, half)
-                w = _load_weights(g, _global(weights, T.i8), row, stride_w, half)
-
                 kv8 = _global(kv_cache, T.i8)
                 kvs8 = _global(kv_scale, T.i8)
                 batch_ok = _below(batch, bt_rows)
@@ -439,7 +451,12 @@ def launcher(params: dict, target):
                 lane_s = half * Int32(g.page_size) + (l32 % Int32(g.page_size // 4)) * Int32(4)
                 shift_s = (l32 >> Int32(4)) * Int32(8) if g.page_size == 64 else None
 
+                # the first chunk's loads ahead of the row's operands: its staging (and the barrier
+                # every wave waits at) needs only them, and the operands arrive behind them
                 regs = _load_chunk(g, kv8, kvs8, table, chunk_start, stride_kv_page, stride_kvs_page, tid, wave)
+                qa = _load_q(g, _global(q, T.i8), row, stride_q, l32, half)
+                qs = _load_q_scales(g, _global(q_scale, T.i8), row, stride_qs, l32, half)
+                w = _load_weights(g, _global(weights, T.i8), row, stride_w, half)
                 for c in range(Int32(0), chunk_count, Int32(1), unroll=1):
                     gpu.barrier()                             # every wave is done reading the previous chunk
                     _stage_chunk(g, lds, regs, tid, wave)
