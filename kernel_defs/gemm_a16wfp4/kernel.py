@@ -18,7 +18,8 @@ Per workgroup (4 waves, tile bm x bn, see geometry.py):
 - "prefill" order spreads the next step's A copies and B loads over the step's MFMAs, reading the A
   fragments one 32-K slice ahead (two B tiles live); "decode" order reads the step's A fragments,
   issues the next A before and the next B after the MFMAs (one B tile live, fewer VGPRs). The last
-  K step is peeled, so no tile is loaded twice. With
+  K step is peeled, so no tile is loaded twice; with sk = 1 the first is peeled too, its MFMAs taking
+  an inline 0 as the accumulator (no zeroing movs), which the timing model prefers there only. With
   sk > 1 the sk waves of a group split each K step and the leading wave sums the partials from LDS
   in wave order (deterministic).
 - Output rows >= M and activation rows >= M are handled by buffer-descriptor bounds (loads return 0,
@@ -26,8 +27,9 @@ Per workgroup (4 waves, tile bm x bn, see geometry.py):
   the M blocks of one N block and share its B tiles in cache.
 
 Design decisions (docs/families/gemm_a16wfp4.md#decisions):
-- Scale edge cases: the E8M0 byte e becomes the f32 scale 2^(e-127) exactly: e << 23 for 1..254, the denormal
-  0x00400000 for e = 0 and a quiet NaN for e = 0xFF, so the whole 32-group decodes to NaN. Products
+- Scale edge cases: the E8M0 byte e becomes the f32 scale 2^(e-127) exactly, as ldexp(2^-127, e) (the
+  denormal 0x00400000 itself for e = 0), and e = 0xFF, which that makes +inf, becomes NaN through
+  fma(s, 0, s) (inf * 0), so the whole 32-group decodes to NaN. Products
   are exact in f32 and in bf16 (E2M1 has 2 significant bits), so the decode equals the canonical
   reference, including bf16 subnormals for e = 0 and +-inf for 6 * 2^(e-127) >= 2^128. The kernels
   run with f32 and f16/f64 denormals preserved (FLOAT_DENORM_MODE = 3 in the descriptor, tested);
@@ -118,8 +120,8 @@ def make_launcher(params: dict):
     PAIRS = max(1, NT // 2)               # scale loads per block: one per 32 columns (or 16 if NT == 1)
     prefill = t.order == "prefill"
     # sk 1 peels the first K step (its MFMAs take an inline 0 as C), issues the prologue's B before its A
-    # and fences the A copies ahead of the conversions: 2-3% on the timing model at 3584x512 M=4096.
-    # With sk > 1 the same changes cost 4-6% there (1024x3584), so those tiles keep the plain loop.
+    # and fences the A copies ahead of the conversions; the timing model prefers that for sk 1 only
+    # (docs/families/gemm_a16wfp4.md#kernel).
     peel = SK == 1
     threads = WAVES * WAVE
 
