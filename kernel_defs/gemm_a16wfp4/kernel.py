@@ -18,7 +18,8 @@ Per workgroup (4 waves, tile bm x bn, see geometry.py):
 - "prefill" order spreads the next step's A copies and B loads over the step's MFMAs, reading the A
   fragments one 32-K slice ahead (two B tiles live); "decode" order reads the step's A fragments,
   issues the next A before and the next B after the MFMAs (one B tile live, fewer VGPRs). The last
-  K step is peeled, so no tile is loaded twice. With
+  K step is peeled, so no tile is loaded twice; with sk = 1 the first is peeled too, its MFMAs taking
+  an inline 0 as the accumulator (no zeroing movs), which the timing model prefers there only. With
   sk > 1 the sk waves of a group split each K step and the leading wave sums the partials from LDS
   in wave order (deterministic).
 - Output rows >= M and activation rows >= M are handled by buffer-descriptor bounds (loads return 0,
@@ -26,8 +27,9 @@ Per workgroup (4 waves, tile bm x bn, see geometry.py):
   the M blocks of one N block and share its B tiles in cache.
 
 Design decisions (docs/families/gemm_a16wfp4.md#decisions):
-- Scale edge cases: the E8M0 byte e becomes the f32 scale 2^(e-127) exactly: e << 23 for 1..254, the denormal
-  0x00400000 for e = 0 and a quiet NaN for e = 0xFF, so the whole 32-group decodes to NaN. Products
+- Scale edge cases: the E8M0 byte e becomes the f32 scale 2^(e-127) exactly, as ldexp(2^-127, e) (the
+  denormal 0x00400000 itself for e = 0), and e = 0xFF, which that makes +inf, becomes NaN through
+  fma(s, 0, s) (inf * 0), so the whole 32-group decodes to NaN. Products
   are exact in f32 and in bf16 (E2M1 has 2 significant bits), so the decode equals the canonical
   reference, including bf16 subnormals for e = 0 and +-inf for 6 * 2^(e-127) >= 2^128. The kernels
   run with f32 and f16/f64 denormals preserved (FLOAT_DENORM_MODE = 3 in the descriptor, tested);
@@ -43,6 +45,7 @@ import functools
 
 import flydsl.compiler as flyc
 import flydsl.expr as fx
+from flydsl._mlir.dialects import llvm
 from flydsl.expr import gpu, range_constexpr, rocdl
 from flydsl.expr.typing import Int32, Int64, T
 from flydsl.expr.typing import Vector as Vec
@@ -51,7 +54,6 @@ from . import geometry
 from .geometry import A_CHUNK, KBLOCK, MFMA_K, MFMA_MN, WAVE, WAVES
 
 _SCALE_E0 = 0x00400000      # f32 bits of 2^-127 (E8M0 0x00)
-_SCALE_NAN = 0x7FC00000     # E8M0 0xFF
 
 
 def _ir(v):
@@ -73,10 +75,14 @@ def _bitcast_f32(bits):
 
 
 def _e8m0_scale(packed, shift):
-    """f32 value of the E8M0 byte at bit `shift` of a loaded i8/i16 (scale edge cases in the module doc)."""
+    """f32 value of the E8M0 byte at bit `shift` of a loaded i8/i16 (scale edge cases in the module doc).
+
+    ldexp(2^-127, e) is 2^(e-127) exactly for every e < 255 (2^-127 is a denormal, kept), and +inf for
+    e = 0xFF; fma(s, 0, s) leaves a finite s unchanged and turns inf into NaN (inf * 0): three VALU
+    ops (byte extract, v_ldexp_f32, v_fma_f32), no compares or selects."""
     e = (Int32(fx.arith.extui(T.i32, _ir(packed))) >> shift) & 0xFF
-    bits = (e == 0).select(Int32(_SCALE_E0), e << 23)
-    return _bitcast_f32((e == 0xFF).select(Int32(_SCALE_NAN), bits))
+    s = llvm.intr_ldexp(T.f32, _ir(_bitcast_f32(Int32(_SCALE_E0))), _ir(e))
+    return fx.Float32(fx.math.fma(s, _ir(fx.Float32(0.0)), s))
 
 
 def _cvt_pair(word, scale, s):
@@ -113,6 +119,10 @@ def make_launcher(params: dict):
     ROW_B = KSTEP * 2
     PAIRS = max(1, NT // 2)               # scale loads per block: one per 32 columns (or 16 if NT == 1)
     prefill = t.order == "prefill"
+    # sk 1 peels the first K step (its MFMAs take an inline 0 as C), issues the prologue's B before its A
+    # and fences the A copies ahead of the conversions; the timing model prefers that for sk 1 only
+    # (docs/families/gemm_a16wfp4.md#kernel).
+    peel = SK == 1
     threads = WAVES * WAVE
 
     @flyc.kernel(name=name)
@@ -311,6 +321,8 @@ def make_launcher(params: dict):
                         dst = sc_next if kind else bq_next
                         side.append(functools.partial(lambda thunk, dst: dst.append(thunk()), thunk, dst))
                 pos += share[g]
+                if fx.const_expr(peel and any(loads[q][0] is None for q in range(pos - share[g], pos))):
+                    rocdl.sched_barrier(0)       # the A copies go out before the scale decode's wait
                 pairs = mfma_group(frags, bq, sc, scales, i, j, accs, pairs,
                                    GROUPS[g + 1] if g + 1 < len(GROUPS) else None, side)
                 frags = nxt
@@ -319,20 +331,18 @@ def make_launcher(params: dict):
         zero = Vec.filled(4, 0.0, fx.Float32).ir_value()
         n_b_loads = KB * (NT + PAIRS)           # load instructions of one B tile
 
-        dma_a(Int32(0), Int32(0))
-        bq0, sc0 = load_b(Int32(0))
+        if fx.const_expr(peel):
+            bq0, sc0 = load_b(Int32(0))
+            dma_a(Int32(0), Int32(0))
+        else:
+            dma_a(Int32(0), Int32(0))
+            bq0, sc0 = load_b(Int32(0))
         rocdl.s_waitcnt(vmcnt=0)
         gpu.barrier()
-        init = [zero] * NACC + [_ir(v) for v in bq0] + [_ir(v) for v in sc0]
         n_bq = len(bq0)
-        # Every step but the last prefetches the next one; the last is peeled so nothing is read twice.
-        # The next A goes into the other stage; each wave drains its copy before the barrier, and every
-        # LDS read of a step has fed an MFMA before it (so the next step may overwrite that stage).
-        for iv, state in range(fx.Index(0), fx.Index(n_steps - 1), fx.Index(1), init=init):
-            step = Int32(iv)
-            accs = list(state[:NACC])
-            bq = list(state[NACC:NACC + n_bq])
-            sc = list(state[NACC + n_bq:])
+
+        def k_step(step, bq, sc, accs):
+            """One K step that prefetches the next: its accumulators and the next step's B tile."""
             stage = step & 1
             if fx.const_expr(prefill):
                 accs, bq_next, sc_next = prefill_step(step, stage, bq, sc, accs)
@@ -348,7 +358,23 @@ def make_launcher(params: dict):
                 rocdl.sched_barrier(0)
                 rocdl.s_waitcnt(vmcnt=n_b_loads)  # this wave's A copy is done, its next B may fly
             gpu.barrier()
-            results = yield accs + [_ir(v) for v in bq_next] + [_ir(v) for v in sc_next]
+            return [_ir(v) for v in accs] + [_ir(v) for v in bq_next] + [_ir(v) for v in sc_next]
+
+        # Every step but the last prefetches the next one; the last is peeled so nothing is read twice.
+        # The next A goes into the other stage; each wave drains its copy before the barrier, and every
+        # LDS read of a step has fed an MFMA before it (so the next step may overwrite that stage).
+        # With `peel` the first step is peeled too: no accumulator is zeroed (one step: the zeros).
+        results = [zero] * NACC + [_ir(v) for v in bq0] + [_ir(v) for v in sc0]
+        if fx.const_expr(peel):
+            if n_steps > 1:
+                init = k_step(Int32(0), bq0, sc0, [zero] * NACC)
+                for iv, state in range(fx.Index(1), fx.Index(n_steps - 1), fx.Index(1), init=init):
+                    results = yield k_step(Int32(iv), list(state[NACC:NACC + n_bq]), list(state[NACC + n_bq:]),
+                                           list(state[:NACC]))
+        else:
+            for iv, state in range(fx.Index(0), fx.Index(n_steps - 1), fx.Index(1), init=results):
+                results = yield k_step(Int32(iv), list(state[NACC:NACC + n_bq]), list(state[NACC + n_bq:]),
+                                       list(state[:NACC]))
         last = (n_steps - 1) & 1, results[NACC:NACC + n_bq], results[NACC + n_bq:], results[:NACC]
         if fx.const_expr(prefill):
             accs = prefill_step(n_steps - 1, *last, prefetch=False)[0]
