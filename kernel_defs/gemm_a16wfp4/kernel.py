@@ -27,9 +27,10 @@ Per workgroup (4 waves, tile bm x bn, see geometry.py):
   the M blocks of one N block and share its B tiles in cache.
 
 Design decisions (docs/families/gemm_a16wfp4.md#decisions):
-- Scale edge cases: the E8M0 byte e becomes the f32 scale 2^(e-127) exactly, as ldexp(2^-127, e) (the
-  denormal 0x00400000 itself for e = 0), and e = 0xFF, which that makes +inf, becomes NaN through
-  fma(s, 0, s) (inf * 0), so the whole 32-group decodes to NaN. Products
+- Scale edge cases: the E8M0 byte e becomes the f32 scale 2^(e-127) exactly: in sk 1 tiles as
+  ldexp(2^-127, e) (the denormal 0x00400000 itself for e = 0), with e = 0xFF, which that makes +inf,
+  turned into NaN by fma(s, 0, s) (inf * 0); in the others as e << 23 with selects for 0x00400000 (e = 0)
+  and a quiet NaN (e = 0xFF). Either way the whole 32-group of a 0xFF scale decodes to NaN. Products
   are exact in f32 and in bf16 (E2M1 has 2 significant bits), so the decode equals the canonical
   reference, including bf16 subnormals for e = 0 and +-inf for 6 * 2^(e-127) >= 2^128. The kernels
   run with f32 and f16/f64 denormals preserved (FLOAT_DENORM_MODE = 3 in the descriptor, tested);
@@ -54,6 +55,7 @@ from . import geometry
 from .geometry import A_CHUNK, KBLOCK, MFMA_K, MFMA_MN, WAVE, WAVES
 
 _SCALE_E0 = 0x00400000      # f32 bits of 2^-127 (E8M0 0x00)
+_SCALE_NAN = 0x7FC00000     # E8M0 0xFF
 
 
 def _ir(v):
@@ -74,15 +76,19 @@ def _bitcast_f32(bits):
     return Vec.from_elements([bits], Int32).bitcast(fx.Float32)[0]
 
 
-def _e8m0_scale(packed, shift):
+def _e8m0_scale(packed, shift, by_ldexp):
     """f32 value of the E8M0 byte at bit `shift` of a loaded i8/i16 (scale edge cases in the module doc).
 
-    ldexp(2^-127, e) is 2^(e-127) exactly for every e < 255 (2^-127 is a denormal, kept), and +inf for
-    e = 0xFF; fma(s, 0, s) leaves a finite s unchanged and turns inf into NaN (inf * 0): three VALU
-    ops (byte extract, v_ldexp_f32, v_fma_f32), no compares or selects."""
+    by_ldexp: ldexp(2^-127, e) is 2^(e-127) exactly for every e < 255 (2^-127 is a denormal, kept), and
+    +inf for e = 0xFF; fma(s, 0, s) leaves a finite s unchanged and turns inf into NaN (inf * 0): three
+    VALU ops (byte extract, v_ldexp_f32, v_fma_f32). Otherwise the exponent bits e << 23 with two
+    selects for e = 0 and e = 0xFF (the same values)."""
     e = (Int32(fx.arith.extui(T.i32, _ir(packed))) >> shift) & 0xFF
-    s = llvm.intr_ldexp(T.f32, _ir(_bitcast_f32(Int32(_SCALE_E0))), _ir(e))
-    return fx.Float32(fx.math.fma(s, _ir(fx.Float32(0.0)), s))
+    if by_ldexp:
+        s = llvm.intr_ldexp(T.f32, _ir(_bitcast_f32(Int32(_SCALE_E0))), _ir(e))
+        return fx.Float32(fx.math.fma(s, _ir(fx.Float32(0.0)), s))
+    bits = (e == 0).select(Int32(_SCALE_E0), e << 23)
+    return _bitcast_f32((e == 0xFF).select(Int32(_SCALE_NAN), bits))
 
 
 def _cvt_pair(word, scale, s):
@@ -119,9 +125,9 @@ def make_launcher(params: dict):
     ROW_B = KSTEP * 2
     PAIRS = max(1, NT // 2)               # scale loads per block: one per 32 columns (or 16 if NT == 1)
     prefill = t.order == "prefill"
-    # sk 1 peels the first K step (its MFMAs take an inline 0 as C), issues the prologue's B before its A
-    # and fences the A copies ahead of the conversions; the timing model prefers that for sk 1 only
-    # (docs/families/gemm_a16wfp4.md#kernel).
+    # sk 1 peels the first K step (its MFMAs take an inline 0 as C), issues the prologue's B before its A,
+    # fences the A copies ahead of the conversions and decodes scales by ldexp; the timing model prefers
+    # each for sk 1 only (docs/families/gemm_a16wfp4.md#kernel).
     peel = SK == 1
     threads = WAVES * WAVE
 
@@ -230,7 +236,7 @@ def make_launcher(params: dict):
             return bq, sc
 
         def block_scale(sc, i, nt):
-            return _e8m0_scale(sc[i * PAIRS + nt // 2], (nt % 2) * 8)
+            return _e8m0_scale(sc[i * PAIRS + nt // 2], (nt % 2) * 8, peel)
 
         def scale_of(scales, sc, i, nt):    # the scale of n-tile nt of block i, computed on first use
             if fx.const_expr((i, nt) not in scales):
