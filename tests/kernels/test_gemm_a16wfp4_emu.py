@@ -47,9 +47,10 @@ CASES = [
     (configs.TUNED[(1536, 7168)]["prefill"], 130, 256, 512),  # bm 128, bn 64, ragged M
     (configs.TUNED[(1024, 3584)]["d16"], 3, 512, 1024),      # 16-column tiles: odd N blocks use byte 1 of a scale dword
     (configs.TUNED[(1024, 3584)]["mid"], 47, 256, 768),      # bm 16, kb 2 on an odd step count
+    (configs.TUNED[(1024, 3584)]["mid"], 5, 256, 256),       # sk 1, kb 2: one K step (no peeled first step)
     (configs.TUNED[(1024, 3584)]["large"], 129, 256, 1024),  # bm 128, sk 2 (AGPR accumulators), one row past an M block
     (configs.TUNED[(1024, 3584)]["prefill"], 130, 256, 1536),  # bm 64, bn 32, sk 4: three K steps, ragged M
-    (configs.TUNED[(3584, 512)]["prefill"], 33, 256, 256),   # a single K step (no loop iteration)
+    (configs.TUNED[(3584, 512)]["prefill"], 33, 256, 256),   # two K steps, both peeled (no loop iteration)
     (configs.TUNED[(3584, 512)]["prefill"], 130, 256, 768),  # decode order at bm 64: three M blocks, ragged M
     (configs.TUNED[(3584, 512)]["large"], 300, 512, 512),    # decode order at bm 64, bn 128, ragged M
 ]
