@@ -236,7 +236,7 @@ def make_launcher(params: dict):
             return bq, sc
 
         def block_scale(sc, i, nt):
-            return _e8m0_scale(sc[i * PAIRS + nt // 2], (nt % 2) * 8, peel)
+            return _e8m0_scale(sc[i * PAIRS + nt // 2], (nt % 2) * 8, by_ldexp=peel)
 
         def scale_of(scales, sc, i, nt):    # the scale of n-tile nt of block i, computed on first use
             if fx.const_expr((i, nt) not in scales):
