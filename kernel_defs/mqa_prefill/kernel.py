@@ -48,7 +48,7 @@ from flydsl.expr import gpu, range_constexpr, rocdl
 from flydsl.expr.typing import Int32, Int64, T, Vector
 
 from ..mqa_common import blocks as B
-from .geometry import CHUNK_TOKENS, CTA_INFO_INTS, THREADS, WAVE_SIZE, WAVES, Geometry
+from .geometry import CHUNK_TOKENS, CTA_INFO_INTS, MFMA_N, THREADS, WAVE_SIZE, WAVES, Geometry
 from .specs import FAMILY
 
 _BIG = (1 << 31) - 1
@@ -235,20 +235,28 @@ def _stage_chunk(g: Geometry, lds, regs, tid, wave):
 
 # ------------------------------------------------------------------------------------------ compute
 
-def _unit_logits(g: Geometry, lds, pages, qa, qs, w, lane_v, lane_s, shift_s, on_pair):
-    """Weighted ReLU head sums of the staged chunk's pages `pages`, one f32 per lane per 32-token
-    tile; on_pair(j, pr, a, b) takes tiles 2pr and 2pr + 1 of page j as soon as both are summed."""
+def _unit_logits(g: Geometry, lds, pages, qa, qs, w, lane_v, lane_s, sel_s, on_pair, last_tiles=None):
+    """Weighted ReLU head sums of the staged chunk's pages `pages` (of the last one only its first
+    `last_tiles` tiles when given), one f32 per lane per 32-token tile; on_pair(j, pr, a, b) takes
+    tiles 2pr and 2pr + 1 of page j as soon as both are summed (a last tile without its pair is passed
+    as both: the caller's cells of the tile after it are outside the window)."""
     P = g.page_size
     bscale, bv = {}, {}                       # per page / per tile: read from LDS when first needed
 
     def scales(j):
         if j not in bscale:
-            bscale[j] = []
+            words = []
             for ks in range_constexpr(g.k_steps):
                 kt, c = ks // 2, 2 * (ks % 2)
-                d = Int32(B.lds_load(lds, lane_s + Int32(g.lds_value_bytes + j * g.page_scale_bytes
-                                                          + kt * 4 * P + c * P), 1))
-                bscale[j].append(fx.shrui(d, shift_s) if shift_s is not None else d)
+                words.append(Int32(B.lds_load(lds, lane_s + Int32(g.lds_value_bytes + j * g.page_scale_bytes
+                                                                   + kt * 4 * P + c * P), 1)))
+            if sel_s is not None:
+                # P64: lanes 16-31 take bytes 1 and 3 of the dword whose bytes 0 and 2 lanes 0-15 take,
+                # and an MFMA's scale byte select is the same for every lane: one v_perm_b32 per two
+                # k-steps gathers the lane's bytes of both (where a shift per k-step moved one)
+                words = [Int32(_asm(T.i32, "v_perm_b32", words[ks + 1], words[ks], sel_s))
+                         for ks in range_constexpr(0, g.k_steps, 2)]
+            bscale[j] = words
         return bscale[j]
 
     def operands(u):
@@ -265,16 +273,23 @@ def _unit_logits(g: Geometry, lds, pages, qa, qs, w, lane_v, lane_s, shift_s, on
     def step(u, ks, acc):
         """MFMA ks of unit u (page j, token tile tt, m-tile m): its 32x32 f32 dot products so far."""
         j, tt, m = units[u]
-        # byte of token 32tt + l32 in the (pre-shifted) scale dword; see docs/families/mqa_decode.md#kv-scales
-        opsel_b = 2 * tt if P == 64 else tt
-        return _mfma32(acc, qa[m][ks], bv[(j, tt)][ks], qs[ks][(2 * m) // 4], (2 * m) % 4, bscale[j][ks], opsel_b)
+        # byte of token 32tt + l32 in its scale dword (at P64 the gathered one: [ks even, ks odd] of
+        # tile 0, then of tile 1); see docs/families/mqa_decode.md#kv-scales
+        if sel_s is not None:
+            sc, opsel_b = bscale[j][ks // 2], 2 * tt + ks % 2
+        else:
+            sc, opsel_b = bscale[j][ks], tt
+        return _mfma32(acc, qa[m][ks], bv[(j, tt)][ks], qs[ks][(2 * m) // 4], (2 * m) % 4, sc, opsel_b)
 
     # Software pipelined over the units of all the pages, also across a page boundary: the next unit's
     # MFMAs are issued inside this unit's head sum, one per k-step between equal slices of it (fenced:
     # LLVM would gather them, and the wave would wait on its own MFMA chain instead of summing), so
     # the VALU waits neither on their results nor on the wait states before reading them; the next
     # tile's LDS reads go out right after the last MFMA that reads the previous tile.
-    units = [(j, tt, m) for j in pages for tt in range_constexpr(g.tiles_per_page) for m in range_constexpr(g.m_tiles)]
+    tiles = {j: g.tiles_per_page for j in pages}
+    if last_tiles is not None:
+        tiles[pages[-1]] = last_tiles
+    units = [(j, tt, m) for j in pages for tt in range_constexpr(tiles[j]) for m in range_constexpr(g.m_tiles)]
     zero = Vector.filled(16, 0.0, fx.Float32)
     operands(0)
     acc = zero
@@ -312,6 +327,8 @@ def _unit_logits(g: Geometry, lds, pages, qa, qs, w, lane_v, lane_s, shift_s, on
             total = None
             if tt % 2 == 0:
                 first = tile_sum
+                if u == len(units) - 1:
+                    on_pair(j, tt // 2, first, first)
             else:
                 on_pair(j, tt // 2, first, tile_sum)
 
@@ -449,7 +466,8 @@ def launcher(params: dict, target):
                 lds = B.lds_alloc(g.lds_bytes)
                 lane_v = half * Int32(16 * g.page_size) + l32 * Int32(16)
                 lane_s = half * Int32(g.page_size) + (l32 % Int32(g.page_size // 4)) * Int32(4)
-                shift_s = (l32 >> Int32(4)) * Int32(8) if g.page_size == 64 else None
+                # v_perm_b32 selector: bytes b and b + 2 of the k-step pair's dwords, b = 1 on lanes 16-31
+                sel_s = (Int32(0x06020400) + (l32 >> Int32(4)) * Int32(0x01010101)) if g.page_size == 64 else None
 
                 # the first chunk's loads ahead of the row's operands: its staging (and the barrier
                 # every wave waits at) needs only them, and the operands arrive behind them
@@ -494,24 +512,28 @@ def launcher(params: dict, target):
                     # -inf cells, so no per-page tests, and one pipeline over all its pages' units
                     if (tok0 >= win_lo) & (tok0 + Int32(CHUNK_TOKENS) <= win_hi):
                         if pf == 0:
-                            _unit_logits(g, lds, list(range(npg)), qa, qs, w, lane_v, lane_s, shift_s, store_pair)
+                            _unit_logits(g, lds, list(range(npg)), qa, qs, w, lane_v, lane_s, sel_s, store_pair)
                         else:
-                            _unit_logits(g, lds, list(range(pf)), qa, qs, w, lane_v, lane_s, shift_s, store_pair)
+                            _unit_logits(g, lds, list(range(pf)), qa, qs, w, lane_v, lane_s, sel_s, store_pair)
                             if c + Int32(1) < chunk_count:
                                 regs = _load_chunk(g, kv8, kvs8, table, chunk_start + c + Int32(1),
                                                    stride_kv_page, stride_kvs_page, tid, wave)
                             else:
                                 regs = _zero_regs(g)
-                            _unit_logits(g, lds, list(range(pf, npg)), qa, qs, w, lane_v, lane_s, shift_s,
+                            _unit_logits(g, lds, list(range(pf, npg)), qa, qs, w, lane_v, lane_s, sel_s,
                                          store_pair)
                     elif pf == 0 and (tok0 >= win_lo):
                         # an edge chunk that starts inside the window (a causal row's last chunk): its
-                        # first pages up to the window's end in one pipeline, as an inner chunk's (the
-                        # out-of-window cells of the last one fall outside the store resource)
-                        npc = (win_hi - tok0 + Int32(g.page_size - 1)) >> Int32(g.page_size.bit_length() - 1)
-                        for n in range_constexpr(1, npg + 1):
-                            if npc == Int32(n):
-                                _unit_logits(g, lds, list(range(n)), qa, qs, w, lane_v, lane_s, shift_s, store_pair)
+                        # first 32-token tiles up to the window's end in one pipeline, as an inner
+                        # chunk's (the out-of-window cells of the last one fall outside the store
+                        # resource); no tile past the window's end is computed
+                        tpp = g.tiles_per_page
+                        ntc = (win_hi - tok0 + Int32(MFMA_N - 1)) >> Int32(MFMA_N.bit_length() - 1)
+                        for n in range_constexpr(1, npg * tpp + 1):
+                            if ntc == Int32(n):
+                                n_pages = -(-n // tpp)
+                                _unit_logits(g, lds, list(range(n_pages)), qa, qs, w, lane_v, lane_s, sel_s,
+                                             store_pair, last_tiles=n - (n_pages - 1) * tpp)
                         inf_pages()
                     else:
                         for j in range_constexpr(npg):
@@ -523,7 +545,7 @@ def launcher(params: dict, target):
                                     regs = _zero_regs(g)
                             page0 = tok0 + Int32(j * g.page_size)
                             if (page0 < win_hi) & (page0 + Int32(g.page_size) > win_lo):
-                                _unit_logits(g, lds, [j], qa, qs, w, lane_v, lane_s, shift_s, store_pair)
+                                _unit_logits(g, lds, [j], qa, qs, w, lane_v, lane_s, sel_s, store_pair)
                         inf_pages()
 
     @flyc.jit
