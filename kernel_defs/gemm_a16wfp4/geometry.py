@@ -64,7 +64,7 @@ class Tile:
         return self.a_stage_bytes // A_CHUNK // (WAVES * WAVE)
 
     @property
-    def reduce_bytes(self) -> int:    # split-K partials of the sk-1 non-leading waves of each group
+    def reduce_bytes(self) -> int:    # split-K partials: sk - 1 per accumulator of each group (all but its owner's)
         return self.wave_groups_n * (self.sk - 1) * self.accumulators * WAVE * 16
 
     @property

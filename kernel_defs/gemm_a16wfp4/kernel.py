@@ -20,8 +20,8 @@ Per workgroup (4 waves, tile bm x bn, see geometry.py):
   issues the next A before and the next B after the MFMAs (one B tile live, fewer VGPRs). The last
   K step is peeled, so no tile is loaded twice; with sk = 1 the first is peeled too, its MFMAs taking
   an inline 0 as the accumulator (no zeroing movs), which the timing model prefers there only. With
-  sk > 1 the sk waves of a group split each K step and the leading wave sums the partials from LDS
-  in wave order (deterministic).
+  sk > 1 the sk waves of a group split each K step, then each sums its share of the accumulators
+  from every wave's partials through LDS, in wave order (deterministic), and stores it.
 - Output rows >= M and activation rows >= M are handled by buffer-descriptor bounds (loads return 0,
   stores are dropped), so any M works; the grid is (ceil(M / bm), N / bn): x-adjacent workgroups are
   the M blocks of one N block and share its B tiles in cache.
@@ -392,33 +392,52 @@ def make_launcher(params: dict):
             # holds 4 consecutive columns (4g + r) of row nl, one 8-byte store. Each m-tile gets its own
             # buffer resource (base at its first row, bounds at its last real row), so one voffset
             # serves every m-tile and the n-tiles differ by the instruction offset. The row stays in the
-            # voffset, which the bounds check covers (soffset is not checked).
+            # voffset, which the bounds check covers (soffset is not checked). `accs`: accumulator
+            # index -> value, the ones this wave stores.
             voff = nl * (stride_out * 2) + (bid_n * BN + n16_of(0) * 16 + g * 4) * 2
             for mt in range_constexpr(MT):
+                if fx.const_expr(not any(mt * NT + nt in accs for nt in range(NT))):
+                    continue
                 nb = fx.max(Int32(0), (rows - (mt * MFMA_MN + 1)) * stride_out * 2 + n * 2)
                 rsrc = _rsrc(Int64(fx.ptrtoint(out)) + Int64(m0 + mt * MFMA_MN) * Int64(stride_out) * 2, Int64(nb))
                 for nt in range_constexpr(NT):
-                    o = Vec(accs[mt * NT + nt]).to(fx.BFloat16).bitcast(Int32)
-                    rocdl.raw_ptr_buffer_store(_ir(o), rsrc, _ir(Int32(voff + nt * 32)), _ir(Int32(0)))
+                    if fx.const_expr(mt * NT + nt in accs):
+                        o = Vec(accs[mt * NT + nt]).to(fx.BFloat16).bitcast(Int32)
+                        rocdl.raw_ptr_buffer_store(_ir(o), rsrc, _ir(Int32(voff + nt * 32)), _ir(Int32(0)))
 
         if fx.const_expr(SK == 1):
-            store_out(accs)
+            store_out(dict(enumerate(accs)))
         else:
-            # Partial slot of a non-leading wave: one 16-byte entry per lane per accumulator.
-            slot = nw * (SK - 1) + kw - 1
+            # The sk waves of a group share the reduction: wave s owns accumulators [s NACC / sk,
+            # (s + 1) NACC / sk) (all of them wave 0's when NACC < sk), receives the other waves'
+            # partials of those through LDS (one 16-byte entry per lane per partial), sums all sk in
+            # wave order (deterministic, the same sum whichever wave owns it) and stores them, so the
+            # adds and stores are spread over the group instead of waiting on one wave.
+            owner = [a * SK // NACC for a in range(NACC)]
+
+            def entry(a, s):                 # LDS byte offset of wave s's partial of accumulator a
+                e = (nw * NACC + a) * (SK - 1) + (s if s < owner[a] else s - 1)
+                return e * (WAVE * 16) + lane * 16
+
             gpu.barrier()                        # the partials reuse LDS the last step may still read
-            if kw != 0:
-                for a in range_constexpr(NACC):
-                    lds_store(Vec(accs[a]).bitcast(Int32).ir_value(), (slot * NACC + a) * (WAVE * 16) + lane * 16)
-            gpu.barrier()
-            if kw == 0:
-                total = [Vec(v) for v in accs]
-                for s in range_constexpr(1, SK):
-                    src = nw * (SK - 1) + s - 1
+            for s in range_constexpr(SK):
+                if kw == s:
                     for a in range_constexpr(NACC):
-                        part = Vec(lds_load((src * NACC + a) * (WAVE * 16) + lane * 16)).bitcast(fx.Float32)
-                        total[a] = total[a] + part
-                store_out([v.ir_value() for v in total])
+                        if fx.const_expr(owner[a] != s):
+                            lds_store(Vec(accs[a]).bitcast(Int32).ir_value(), entry(a, s))
+            gpu.barrier()
+            for s in range_constexpr(SK):
+                if kw == s:
+                    mine = {}
+                    for a in range_constexpr(NACC):
+                        if fx.const_expr(owner[a] == s):
+                            total = None
+                            for r in range_constexpr(SK):
+                                part = (Vec(accs[a]) if r == s else
+                                        Vec(lds_load(entry(a, r))).bitcast(fx.Float32))
+                                total = part if total is None else total + part
+                            mine[a] = total.ir_value()
+                    store_out(mine)
 
     @flyc.jit
     def launch(out: fx.Pointer, x: fx.Pointer, w: fx.Pointer, w_scale: fx.Pointer,
