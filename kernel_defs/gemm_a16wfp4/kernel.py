@@ -408,25 +408,34 @@ def make_launcher(params: dict):
         if fx.const_expr(SK == 1):
             store_out(dict(enumerate(accs)))
         else:
-            # The sk waves of a group share the reduction: wave s owns accumulators [s NACC / sk,
-            # (s + 1) NACC / sk) (all of them wave 0's when NACC < sk), receives the other waves'
-            # partials of those through LDS (one 16-byte entry per lane per partial), sums all sk in
-            # wave order (deterministic, the same sum whichever wave owns it) and stores them, so the
-            # adds and stores are spread over the group instead of waiting on one wave.
-            owner = [a * SK // NACC for a in range(NACC)]
+            # The sk waves of a group share the reduction: of the first n_own = min(sk, NACC) waves, wave
+            # s owns accumulators [s NACC / n_own, (s + 1) NACC / n_own); every wave writes its partials
+            # of the accumulators it does not own to LDS (one 16-byte entry per lane per partial), and
+            # each owner sums all sk partials of its own in wave order (deterministic, the same sum
+            # whichever wave owns it) and stores them, so the adds and stores are spread over the
+            # group instead of waiting on one wave. Waves past n_own own nothing and share one path.
+            n_own = min(SK, NACC)
+            owner = [a * n_own // NACC for a in range(NACC)]
 
             def entry(a, s):                 # LDS byte offset of wave s's partial of accumulator a
-                e = (nw * NACC + a) * (SK - 1) + (s if s < owner[a] else s - 1)
-                return e * (WAVE * 16) + lane * 16
+                rank = s if isinstance(s, int) and s < owner[a] else s - 1     # a runtime s is past every owner
+                return ((nw * NACC + a) * (SK - 1) + rank) * (WAVE * 16) + lane * 16
+
+            def write(s):                    # wave s's partials of the accumulators it does not own
+                for a in range_constexpr(NACC):
+                    if fx.const_expr(not isinstance(s, int) or owner[a] != s):
+                        lds_store(Vec(accs[a]).bitcast(Int32).ir_value(), entry(a, s))
 
             gpu.barrier()                        # the partials reuse LDS the last step may still read
-            for s in range_constexpr(SK):
-                if kw == s:
-                    for a in range_constexpr(NACC):
-                        if fx.const_expr(owner[a] != s):
-                            lds_store(Vec(accs[a]).bitcast(Int32).ir_value(), entry(a, s))
+            for s in range_constexpr(n_own):
+                if fx.const_expr(any(o != s for o in owner)):
+                    if kw == s:
+                        write(s)
+            if fx.const_expr(n_own < SK):
+                if kw >= n_own:
+                    write(kw)
             gpu.barrier()
-            for s in range_constexpr(SK):
+            for s in range_constexpr(n_own):
                 if kw == s:
                     mine = {}
                     for a in range_constexpr(NACC):

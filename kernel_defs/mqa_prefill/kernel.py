@@ -235,7 +235,7 @@ def _stage_chunk(g: Geometry, lds, regs, tid, wave):
 
 # ------------------------------------------------------------------------------------------ compute
 
-def _unit_logits(g: Geometry, lds, pages, qa, qs, w, lane_v, lane_s, sel_s, on_pair, last_tiles=None):
+def _unit_logits(g: Geometry, lds, pages, qa, qs, w, lane_v, lane_s, shift_s, on_pair, last_tiles=None):
     """Weighted ReLU head sums of the staged chunk's pages `pages` (of the last one only its first
     `last_tiles` tiles when given), one f32 per lane per 32-token tile; on_pair(j, pr, a, b) takes
     tiles 2pr and 2pr + 1 of page j as soon as both are summed (a last tile without its pair is passed
@@ -245,18 +245,12 @@ def _unit_logits(g: Geometry, lds, pages, qa, qs, w, lane_v, lane_s, sel_s, on_p
 
     def scales(j):
         if j not in bscale:
-            words = []
+            bscale[j] = []
             for ks in range_constexpr(g.k_steps):
                 kt, c = ks // 2, 2 * (ks % 2)
-                words.append(Int32(B.lds_load(lds, lane_s + Int32(g.lds_value_bytes + j * g.page_scale_bytes
-                                                                   + kt * 4 * P + c * P), 1)))
-            if sel_s is not None:
-                # P64: lanes 16-31 take bytes 1 and 3 of the dword whose bytes 0 and 2 lanes 0-15 take,
-                # and an MFMA's scale byte select is the same for every lane: one v_perm_b32 per two
-                # k-steps gathers the lane's bytes of both (where a shift per k-step moved one)
-                words = [Int32(_asm(T.i32, "v_perm_b32", words[ks + 1], words[ks], sel_s))
-                         for ks in range_constexpr(0, g.k_steps, 2)]
-            bscale[j] = words
+                d = Int32(B.lds_load(lds, lane_s + Int32(g.lds_value_bytes + j * g.page_scale_bytes
+                                                          + kt * 4 * P + c * P), 1))
+                bscale[j].append(fx.shrui(d, shift_s) if shift_s is not None else d)
         return bscale[j]
 
     def operands(u):
@@ -273,13 +267,9 @@ def _unit_logits(g: Geometry, lds, pages, qa, qs, w, lane_v, lane_s, sel_s, on_p
     def step(u, ks, acc):
         """MFMA ks of unit u (page j, token tile tt, m-tile m): its 32x32 f32 dot products so far."""
         j, tt, m = units[u]
-        # byte of token 32tt + l32 in its scale dword (at P64 the gathered one: [ks even, ks odd] of
-        # tile 0, then of tile 1); see docs/families/mqa_decode.md#kv-scales
-        if sel_s is not None:
-            sc, opsel_b = bscale[j][ks // 2], 2 * tt + ks % 2
-        else:
-            sc, opsel_b = bscale[j][ks], tt
-        return _mfma32(acc, qa[m][ks], bv[(j, tt)][ks], qs[ks][(2 * m) // 4], (2 * m) % 4, sc, opsel_b)
+        # byte of token 32tt + l32 in the (pre-shifted) scale dword; see docs/families/mqa_decode.md#kv-scales
+        opsel_b = 2 * tt if P == 64 else tt
+        return _mfma32(acc, qa[m][ks], bv[(j, tt)][ks], qs[ks][(2 * m) // 4], (2 * m) % 4, bscale[j][ks], opsel_b)
 
     # Software pipelined over the units of all the pages, also across a page boundary: the next unit's
     # MFMAs are issued inside this unit's head sum, one per k-step between equal slices of it (fenced:
@@ -466,8 +456,7 @@ def launcher(params: dict, target):
                 lds = B.lds_alloc(g.lds_bytes)
                 lane_v = half * Int32(16 * g.page_size) + l32 * Int32(16)
                 lane_s = half * Int32(g.page_size) + (l32 % Int32(g.page_size // 4)) * Int32(4)
-                # v_perm_b32 selector: bytes b and b + 2 of the k-step pair's dwords, b = 1 on lanes 16-31
-                sel_s = (Int32(0x06020400) + (l32 >> Int32(4)) * Int32(0x01010101)) if g.page_size == 64 else None
+                shift_s = (l32 >> Int32(4)) * Int32(8) if g.page_size == 64 else None
 
                 # the first chunk's loads ahead of the row's operands: its staging (and the barrier
                 # every wave waits at) needs only them, and the operands arrive behind them
@@ -512,15 +501,15 @@ def launcher(params: dict, target):
                     # -inf cells, so no per-page tests, and one pipeline over all its pages' units
                     if (tok0 >= win_lo) & (tok0 + Int32(CHUNK_TOKENS) <= win_hi):
                         if pf == 0:
-                            _unit_logits(g, lds, list(range(npg)), qa, qs, w, lane_v, lane_s, sel_s, store_pair)
+                            _unit_logits(g, lds, list(range(npg)), qa, qs, w, lane_v, lane_s, shift_s, store_pair)
                         else:
-                            _unit_logits(g, lds, list(range(pf)), qa, qs, w, lane_v, lane_s, sel_s, store_pair)
+                            _unit_logits(g, lds, list(range(pf)), qa, qs, w, lane_v, lane_s, shift_s, store_pair)
                             if c + Int32(1) < chunk_count:
                                 regs = _load_chunk(g, kv8, kvs8, table, chunk_start + c + Int32(1),
                                                    stride_kv_page, stride_kvs_page, tid, wave)
                             else:
                                 regs = _zero_regs(g)
-                            _unit_logits(g, lds, list(range(pf, npg)), qa, qs, w, lane_v, lane_s, sel_s,
+                            _unit_logits(g, lds, list(range(pf, npg)), qa, qs, w, lane_v, lane_s, shift_s,
                                          store_pair)
                     elif pf == 0 and (tok0 >= win_lo):
                         # an edge chunk that starts inside the window (a causal row's last chunk): its
@@ -532,7 +521,7 @@ def launcher(params: dict, target):
                         for n in range_constexpr(1, npg * tpp + 1):
                             if ntc == Int32(n):
                                 n_pages = -(-n // tpp)
-                                _unit_logits(g, lds, list(range(n_pages)), qa, qs, w, lane_v, lane_s, sel_s,
+                                _unit_logits(g, lds, list(range(n_pages)), qa, qs, w, lane_v, lane_s, shift_s,
                                              store_pair, last_tiles=n - (n_pages - 1) * tpp)
                         inf_pages()
                     else:
@@ -545,7 +534,7 @@ def launcher(params: dict, target):
                                     regs = _zero_regs(g)
                             page0 = tok0 + Int32(j * g.page_size)
                             if (page0 < win_hi) & (page0 + Int32(g.page_size) > win_lo):
-                                _unit_logits(g, lds, [j], qa, qs, w, lane_v, lane_s, sel_s, store_pair)
+                                _unit_logits(g, lds, [j], qa, qs, w, lane_v, lane_s, shift_s, store_pair)
                         inf_pages()
 
     @flyc.jit
