@@ -79,6 +79,29 @@ def _reproducible_children():
                     os.environ[name] = saved
 
 
+@contextlib.contextmanager
+def _without_main_module():
+    """Processes started inside do not run this process's __main__ again. A forkserver child imports the
+    parent's main script (by path or module name) before the worker function runs: a script without an
+    `if __name__ == "__main__"` guard whose op call JIT-compiles a spec ran again in the compile
+    process, called the same op, and waited for the spec lock its own parent holds until the compile
+    timed out. The worker needs nothing from __main__, so it starts as if the parent were an
+    interactive session (no __file__, no __spec__). Used inside _reproducible_children, whose lock it
+    relies on."""
+    main = sys.modules.get("__main__")
+    if main is None:
+        yield
+        return
+    saved = {k: main.__dict__[k] for k in ("__file__", "__spec__") if k in main.__dict__}
+    main.__dict__.pop("__file__", None)
+    main.__dict__["__spec__"] = None
+    try:
+        yield
+    finally:
+        main.__dict__.pop("__spec__", None)
+        main.__dict__.update(saved)
+
+
 class _Job:
     """One spec compiling in its own forked process."""
 
@@ -90,7 +113,7 @@ class _Job:
                                 args=(child, str(self.log_path), toolkit_root, spec.family, spec.param_dict,
                                       targets.get(spec.target)))
         self.started = time.monotonic()
-        with _reproducible_children():
+        with _reproducible_children(), _without_main_module():
             self.proc.start()
         child.close()
 
