@@ -17,8 +17,8 @@ from ... import targets
 from .geometry import KBLOCK, lds_limit, tile as make_tile
 
 
-def _cfg(order, bm, bn, sk, kb):
-    return {"order": order, "bm": bm, "bn": bn, "sk": sk, "kb": kb}
+def _cfg(order, bm, bn, sk, kb, mfma=16):
+    return {"order": order, "bm": bm, "bn": bn, "sk": sk, "kb": kb, "mfma": mfma}
 
 
 BUCKETS = ("d16", "d32", "mid", "prefill", "large")
@@ -30,7 +30,8 @@ def _rows(d16, d32, mid, prefill, large=None):
 
 # (N, K) -> bucket -> params. Decode buckets use the decode order (one B tile live); those with
 # sk > 1 reduce K-split partials in LDS. 1536 x 7168 decodes without split-K (no LDS reduction).
-# 3584 x 512 takes 64-row tiles with kb 1 from M = 512 (four waves per SIMD hide its short K loop's
+# 1024 x 3584 beyond M = 1024 takes 32x32 MFMAs (one conversion fits under each without stalling the
+# matrix pipe). 3584 x 512 takes 64-row tiles with kb 1 from M = 512 (four waves per SIMD hide its short K loop's
 # load waits): the decode order at M <= 1024, the prefill order beyond.
 TUNED = {
     (8448, 7168): _rows(_cfg("decode", 16, 32, 4, 1), _cfg("decode", 32, 32, 4, 1),
@@ -41,7 +42,7 @@ TUNED = {
                        _cfg("prefill", 64, 64, 1, 1), _cfg("prefill", 128, 128, 1, 1)),
     (1024, 3584): _rows(_cfg("decode", 16, 16, 4, 1), _cfg("decode", 32, 32, 4, 1),
                         _cfg("prefill", 16, 64, 1, 2), _cfg("prefill", 64, 32, 4, 1),
-                        _cfg("prefill", 128, 128, 2, 1)),
+                        _cfg("prefill", 128, 128, 2, 1, mfma=32)),
     (3584, 512): _rows(_cfg("decode", 16, 16, 4, 1), _cfg("decode", 32, 32, 2, 1),
                        _cfg("prefill", 16, 64, 1, 2), _cfg("decode", 64, 64, 1, 1),
                        _cfg("prefill", 64, 128, 1, 1)),

@@ -9,13 +9,16 @@ feeds bm/16 MFMAs and no B element is decoded twice inside a workgroup.
 
 K advances in steps of `kstep` = 128 * sk * kb elements; inside a step each wave owns `kb`
 consecutive 128-K blocks (one 16-byte preshuffled load per lane per 16 columns per block).
+
+`mfma` is the MFMA's output tile: 16 (v_mfma_f32_16x16x32_bf16, 16 cycles) or 32
+(v_mfma_f32_32x32x16_bf16, 32 cycles: half the issue slots for the same work, and room for a weight
+conversion under every MFMA without stalling the matrix pipe).
 """
 from dataclasses import dataclass
 
 WAVES = 4
 WAVE = 64             # lanes per wave the fragment layouts below are written for (block() checks the target's)
-MFMA_MN = 16          # v_mfma_f32_16x16x32_bf16
-MFMA_K = 32
+MFMAS = {16: 32, 32: 16}   # output tile (rows = columns) -> K of v_mfma_f32_{16x16x32,32x32x16}_bf16
 KBLOCK = 128          # K elements one lane's 16-byte weight load covers (4 groups of 32, one per lane row)
 A_CHUNK = 16          # bytes per cooperative A load / LDS read (8 bf16)
 ORDERS = ("prefill", "decode")
@@ -30,6 +33,11 @@ class Tile:
     bn: int
     sk: int
     kb: int
+    mfma: int = 16    # MFMA output tile, a key of MFMAS
+
+    @property
+    def mfma_k(self) -> int:
+        return MFMAS[self.mfma]
 
     @property
     def kstep(self) -> int:
@@ -44,16 +52,16 @@ class Tile:
         return self.bn // self.wave_groups_n
 
     @property
-    def n_tiles(self) -> int:         # 16-column MFMA tiles per wave
-        return self.wave_n // MFMA_MN
+    def n_tiles(self) -> int:         # MFMA tiles per wave along N
+        return self.wave_n // self.mfma
 
     @property
     def m_tiles(self) -> int:
-        return self.bm // MFMA_MN
+        return self.bm // self.mfma
 
     @property
-    def accumulators(self) -> int:    # 4-float MFMA accumulators per lane
-        return self.m_tiles * self.n_tiles
+    def accumulators(self) -> int:    # 4-float accumulator units per lane (an MFMA tile holds (mfma / 16)^2)
+        return self.bm * self.wave_n // (16 * 16)
 
     @property
     def a_stage_bytes(self) -> int:   # one LDS stage of A: bm rows x kstep bf16
@@ -76,10 +84,12 @@ class Tile:
             raise ValueError(f"order {self.order!r} not in {ORDERS}")
         if self.sk not in (1, 2, 4) or WAVES % self.sk:
             raise ValueError(f"sk={self.sk} must divide {WAVES}")
-        if self.bm % MFMA_MN or self.bm <= 0:
-            raise ValueError(f"bm={self.bm} must be a positive multiple of {MFMA_MN}")
-        if self.bn % (MFMA_MN * self.wave_groups_n):
-            raise ValueError(f"bn={self.bn} leaves a wave less than {MFMA_MN} columns (sk={self.sk})")
+        if self.mfma not in MFMAS:
+            raise ValueError(f"mfma={self.mfma} not in {tuple(MFMAS)}")
+        if self.bm % self.mfma or self.bm <= 0:
+            raise ValueError(f"bm={self.bm} must be a positive multiple of mfma={self.mfma}")
+        if self.bn % (self.mfma * self.wave_groups_n):
+            raise ValueError(f"bn={self.bn} leaves a wave less than {self.mfma} columns (sk={self.sk}, mfma={self.mfma})")
         if 256 % self.bn and self.bn % 256:
             raise ValueError(f"bn={self.bn} must divide 256 or be a multiple of it")
         if self.a_stage_bytes % (A_CHUNK * WAVES * WAVE):
@@ -89,13 +99,14 @@ class Tile:
 
 
 def tile(params: dict) -> Tile:
-    t = Tile(params["order"], params["bm"], params["bn"], params["sk"], params["kb"])
+    t = Tile(params["order"], params["bm"], params["bn"], params["sk"], params["kb"], params["mfma"])
     t.check()
     return t
 
 
 def symbol(params: dict) -> str:
-    return "gemm_a16wfp4_{order}_m{bm}_n{bn}_s{sk}_k{kb}".format(**params)
+    return "gemm_a16wfp4_{order}_m{bm}_n{bn}_s{sk}_k{kb}".format(**params) + (
+        "" if params["mfma"] == 16 else "_x{mfma}".format(**params))
 
 
 def block(params: dict, target) -> tuple:

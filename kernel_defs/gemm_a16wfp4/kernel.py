@@ -46,13 +46,14 @@ import functools
 
 import flydsl.compiler as flyc
 import flydsl.expr as fx
+from flydsl._mlir import ir
 from flydsl._mlir.dialects import llvm
 from flydsl.expr import gpu, range_constexpr, rocdl
 from flydsl.expr.typing import Int32, Int64, T
 from flydsl.expr.typing import Vector as Vec
 
 from . import geometry
-from .geometry import A_CHUNK, KBLOCK, MFMA_K, MFMA_MN, WAVE, WAVES
+from .geometry import A_CHUNK, KBLOCK, WAVE, WAVES
 
 _SCALE_E0 = 0x00400000      # f32 bits of 2^-127 (E8M0 0x00)
 _SCALE_NAN = 0x7FC00000     # E8M0 0xFF
@@ -117,13 +118,21 @@ def make_launcher(params: dict):
     t = geometry.tile(params)
     name = geometry.symbol(params)
     BM, BN, SK, KB, KSTEP = t.bm, t.bn, t.sk, t.kb, t.kstep
-    NT, MT, NACC = t.n_tiles, t.m_tiles, t.accumulators
+    NT, MT = t.n_tiles, t.m_tiles
+    NACC = MT * NT                        # MFMA accumulators per lane (4 or 16 floats each)
+    NUNIT = t.accumulators                # their 4-float units (what a store or a split-K partial moves)
+    MN, MK = t.mfma, t.mfma_k
+    UPA = NUNIT // NACC                   # units per accumulator: 1 (16x16) or 4 (32x32)
+    LOADS = MN // 16                      # 16-byte weight loads per lane per n-tile per 128-K block
+    QS = KBLOCK // MK                     # MFMAs per (m-tile, n-tile) per 128-K block
+    mfma_op = rocdl.mfma_f32_16x16x32_bf16 if MN == 16 else rocdl.mfma_f32_32x32x16_bf16
     KPS = KSTEP // KBLOCK                 # 128-K blocks per step (all waves)
     CPR = KSTEP * 2 // A_CHUNK            # A chunks per LDS row
     CPT = t.a_chunks_per_thread
     A_STAGE = t.a_stage_bytes
     ROW_B = KSTEP * 2
-    PAIRS = max(1, NT // 2)               # scale loads per block: one per 32 columns (or 16 if NT == 1)
+    PAIRS = max(1, NT // 2)               # 16x16: scale loads per block, one per 32 columns (or 16 if NT == 1)
+    SCALE_LOADS = PAIRS if MN == 16 else NT * LOADS   # 32x32: one byte per weight load
     prefill = t.order == "prefill"
     # sk 1 peels the first K step (its MFMAs take an inline 0 as C), issues the prologue's B before its A,
     # fences the A copies ahead of the conversions and decodes scales by ldexp; the timing model prefers
@@ -137,8 +146,16 @@ def make_launcher(params: dict):
         tid = Int32(gpu.thread_idx.x)
         lane = _mod(tid, WAVE)
         wave = Int32(rocdl.readfirstlane(T.i32, _ir(_div(tid, WAVE))))
-        nl = _mod(lane, 16)
-        g = _div(lane, 16)
+        # An MFMA operand gives lane l row (A) / column (B) r = l % MN of its tile and the 8 K of K group
+        # kg = l // MN. Weight load u of a lane reads the preshuffled 16 bytes of (column r, lane row
+        # kg * LOADS + u): K [32 (kg * LOADS + u), +32) of a 128-K block, whose dword d feeds MFMA
+        # 4 u + d, which contracts real K 32 (kg LOADS + u) + 8 d + e through the lane's slot e
+        # (= 8 q + e + 64 kg for 32x32, 32 kg + 8 q + e for 16x16): the A fragment is read with the
+        # same permutation, which leaves the dot product unchanged.
+        r = _mod(lane, MN)
+        kg = _div(lane, MN)
+        w_lane = [((kg * LOADS + u) * 16 + _mod(r, 16)) * 16 + (0 if MN == 16 else _div(r, 16) * k * 8)
+                  for u in range_constexpr(LOADS)]
         kw = _mod(wave, SK)
         nw = _div(wave, SK)
         bid_m = Int32(gpu.block_idx.x)
@@ -164,6 +181,17 @@ def make_launcher(params: dict):
         def lds_load(byte_off):
             return fx.ptr_load(fx.add_offset(lds32, _div(byte_off, 4)), T.vec(4, T.i32))
 
+        # The A copies into LDS and the A fragment reads carry one alias scope (copies) and its negation
+        # (reads): a step's reads and its copies touch different stages, and without the scopes LLVM makes
+        # every LDS read wait for every copy in flight (vmcnt) before it. The stage a read's data came
+        # from is published by each wave's own wait for its copies and the barrier at the end of a step.
+        copy_scope = ir.ArrayAttr.get([ir.Attribute.parse(
+            '#llvm.alias_scope<id = "a_copy", domain = #llvm.alias_scope_domain<id = "gemm_a16wfp4_lds">>')])
+
+        def frag_load(byte_off):
+            ptr = fx.to_llvm_ptr(fx.add_offset(lds32, _div(byte_off, 4)))
+            return llvm.load(T.vec(4, T.i32), ptr, alignment=16, noalias_scopes=copy_scope)
+
         def lds_store(value, byte_off):
             fx.ptr_store(value, fx.add_offset(lds32, _div(byte_off, 4)))
 
@@ -176,35 +204,35 @@ def make_launcher(params: dict):
             q = tid + c * threads
             row = _div(q, CPR)
             a_src.append(row * stride_x * 2 + (_mod(q, CPR) ^ _mod(row, 8)) * A_CHUNK)
-        # LDS offsets of this lane's A fragment for MFMA j of a 128-K block (row nl of an m-tile).
-        a_frag = [nl * ROW_B + (((g * 4 + j) ^ _mod(nl, 8)) * A_CHUNK) for j in range_constexpr(4)]
+        # LDS offsets of this lane's A fragment for MFMA j of a 128-K block (row r of an m-tile).
+        a_frag = [r * ROW_B + (((kg * (MN // 4) + j) ^ _mod(r, 8)) * A_CHUNK) for j in range_constexpr(QS)]
 
         def dma_chunk(step, stage, c):
             dst = lds_i32 + stage * A_STAGE + (c * threads + wave * WAVE) * A_CHUNK
             ptr = fx.to_llvm_ptr(fx.inttoptr(fx.PointerType.get(T.i8, fx.AddressSpace.Shared), Int64(dst)))
             rocdl.raw_ptr_buffer_load_lds(x_rsrc, ptr, Int32(A_CHUNK), Int32(a_src[c]),
-                                          Int32(step * (KSTEP * 2)), Int32(0), Int32(0))
+                                          Int32(step * (KSTEP * 2)), Int32(0), Int32(0), alias_scopes=copy_scope)
 
         def dma_a(step, stage):
             for c in range_constexpr(CPT):
                 dma_chunk(step, stage, c)
 
         def read_frag(stage, i, j, mt):  # the A fragment of m-tile mt of MFMA j of block i
-            return Vec(lds_load(stage * A_STAGE + (kw * KB + i) * (KBLOCK * 2) + mt * MFMA_MN * ROW_B
-                                + a_frag[j])).bitcast(fx.BFloat16)
+            return Vec(frag_load(stage * A_STAGE + (kw * KB + i) * (KBLOCK * 2) + mt * MN * ROW_B
+                                 + a_frag[j])).bitcast(fx.BFloat16)
 
         def read_frags(stage, i, j):  # the A fragments of MFMA j of block i, one per m-tile
             return [read_frag(stage, i, j, mt) for mt in range_constexpr(MT)]
 
         def read_a(stage):          # every A fragment of a step: [block][j][m-tile]
-            return [[read_frags(stage, i, j) for j in range_constexpr(KBLOCK // MFMA_K)]
+            return [[read_frags(stage, i, j) for j in range_constexpr(QS)]
                     for i in range_constexpr(KB)]
 
         def block_of(step, i):      # global 128-K block index of this wave's block i in a step
             return step * KPS + kw * KB + i
 
-        def n16_of(nt):             # 16-column group (within the workgroup) of the wave's n-tile nt
-            return nw * NT + nt
+        def n16_of(nt):             # first 16-column group (within the workgroup) of the wave's n-tile nt
+            return (nw * NT + nt) * LOADS
 
         def b_loads(step):
             """The loads of one B tile as (is_scale, thunk) in issue order (weights of a block, then its
@@ -213,8 +241,17 @@ def make_launcher(params: dict):
             for i in range_constexpr(KB):
                 b = block_of(step, i)
                 for nt in range_constexpr(NT):
-                    ops.append((False, lambda b=b, nt=nt: _load(w_rsrc, T.vec(4, T.i32), lane * 16,
-                                                                n16_of(nt) * k * 8 + b * 1024)))
+                    for u in range_constexpr(LOADS):
+                        ops.append((False, lambda b=b, nt=nt, u=u: _load(w_rsrc, T.vec(4, T.i32), w_lane[u],
+                                                                         n16_of(nt) * k * 8 + b * 1024)))
+                if fx.const_expr(MN == 32):
+                    # The scale of (column r, lane row kg * 2 + u): byte r // 16 of its dword.
+                    for nt in range_constexpr(NT):
+                        for u in range_constexpr(LOADS):
+                            ops.append((True, lambda b=b, nt=nt, u=u: _load(
+                                s_rsrc, T.i8, (kg * LOADS + u) * 64 + _mod(r, 16) * 4 + _div(r, 16) + (b & 1) * 2,
+                                (nw * NT + nt) * k + (b >> 1) * 256)))
+                    continue
                 for p in range_constexpr(PAIRS):
                     # The 2 bytes of this block's (lane row, 32-column pair) are adjacent; a wave with
                     # one n-tile needs only the byte of its 16-column half.
@@ -235,16 +272,19 @@ def make_launcher(params: dict):
                 (sc if ops[q][0] else bq).append(ops[q][1]())
             return bq, sc
 
-        def block_scale(sc, i, nt):
+        def block_scale(sc, i, nt, u):
+            if fx.const_expr(MN == 32):
+                return _e8m0_scale(sc[(i * NT + nt) * LOADS + u], 0, by_ldexp=peel)
             return _e8m0_scale(sc[i * PAIRS + nt // 2], (nt % 2) * 8, by_ldexp=peel)
 
-        def scale_of(scales, sc, i, nt):    # the scale of n-tile nt of block i, computed on first use
-            if fx.const_expr((i, nt) not in scales):
-                scales[(i, nt)] = block_scale(sc, i, nt)
-            return scales[(i, nt)]
+        def scale_of(scales, sc, i, nt, j):  # the scale of MFMA j's load of n-tile nt of block i, on first use
+            key = (i, nt, j // 4)
+            if fx.const_expr(key not in scales):
+                scales[key] = block_scale(sc, *key)
+            return scales[key]
 
         def pair_of(bq, sc, scales, i, j, nt, q):   # conversion q of n-tile nt of MFMA j of block i
-            return _cvt_pair(Vec(bq[i * NT + nt])[j], scale_of(scales, sc, i, nt), q)
+            return _cvt_pair(Vec(bq[(i * NT + nt) * LOADS + j // 4])[j % 4], scale_of(scales, sc, i, nt, j), q)
 
         def mfma_group(afrags, bq, sc, scales, i, j, accs, first, nxt, side=()):
             """The MFMAs of MFMA j of block i, n-tile by n-tile, decoding the next n-tile (of group `nxt`
@@ -266,14 +306,13 @@ def make_launcher(params: dict):
                 pairs = []
                 for mt in range_constexpr(MT):
                     a = mt * NT + nt
-                    accs[a] = rocdl.mfma_f32_16x16x32_bf16(
-                        T.vec(4, T.f32), [_ir(bf), _ir(afrags[mt]), accs[a]])
+                    accs[a] = mfma_op(T.vec(MN * MN // WAVE, T.f32), [_ir(bf), _ir(afrags[mt]), accs[a]])
                     if fx.const_expr(prefill):
                         rocdl.sched_barrier(0)
                     for op in side_at.get(nt * MT + mt, ()):
                         op()
                     if fx.const_expr(mt == 0 and src is not None):
-                        scale_of(scales, sc, src[0], src[2])     # before the conversions that need it
+                        scale_of(scales, sc, src[0], src[2], src[1])     # before the conversions that need it
                     if fx.const_expr(src is not None):
                         for q in range_constexpr(mt * 4 // MT, (mt + 1) * 4 // MT):
                             pairs.append(pair_of(bq, sc, scales, *src, q))
@@ -289,7 +328,7 @@ def make_launcher(params: dict):
                                    GROUPS[g + 1] if g + 1 < len(GROUPS) else None)
             return accs
 
-        GROUPS = [(i, j) for i in range_constexpr(KB) for j in range_constexpr(KBLOCK // MFMA_K)]
+        GROUPS = [(i, j) for i in range_constexpr(KB) for j in range_constexpr(QS)]
 
         def prefill_step(step, stage, bq, sc, accs, prefetch=True):
             """One K step of the prefill order with the next step's loads spread over its MFMAs.
@@ -334,8 +373,8 @@ def make_launcher(params: dict):
                 frags = nxt
             return accs, bq_next, sc_next
 
-        zero = Vec.filled(4, 0.0, fx.Float32).ir_value()
-        n_b_loads = KB * (NT + PAIRS)           # load instructions of one B tile
+        zero = Vec.filled(MN * MN // WAVE, 0.0, fx.Float32).ir_value()
+        n_b_loads = KB * (NT * LOADS + SCALE_LOADS)    # load instructions of one B tile
 
         if fx.const_expr(peel):
             bq0, sc0 = load_b(Int32(0))
@@ -387,44 +426,53 @@ def make_launcher(params: dict):
         else:
             accs = compute(read_a(last[0]), *last[1:])
 
-        def store_out(accs):
+        # A 32x32 accumulator is 4 units of 4 floats (unit b: columns 8 b + 4 kg .. + 3 of the tile); a
+        # 16x16 one is one unit (columns 4 kg .. + 3). Stores and split-K partials move units.
+        units = []
+        for a in range_constexpr(NACC):
+            for b in range_constexpr(UPA):
+                units.append(accs[a] if UPA == 1 else
+                             _ir(Vec(accs[a]).shuffle(Vec(accs[a]), [4 * b + e for e in range(4)])))
+
+        def store_out(units):
             # The MFMAs take the weight as their first operand, so a tile's accumulator is Y^T: a lane
-            # holds 4 consecutive columns (4g + r) of row nl, one 8-byte store. Each m-tile gets its own
+            # holds 4 consecutive columns of row r per unit, one 8-byte store. Each m-tile gets its own
             # buffer resource (base at its first row, bounds at its last real row), so one voffset
-            # serves every m-tile and the n-tiles differ by the instruction offset. The row stays in the
-            # voffset, which the bounds check covers (soffset is not checked). `accs`: accumulator
-            # index -> value, the ones this wave stores.
-            voff = nl * (stride_out * 2) + (bid_n * BN + n16_of(0) * 16 + g * 4) * 2
+            # serves every m-tile and the units differ by the instruction offset. The row stays in the
+            # voffset, which the bounds check covers (soffset is not checked). `units`: unit index ->
+            # value, the ones this wave stores.
+            voff = r * (stride_out * 2) + (bid_n * BN + n16_of(0) * 16 + kg * 4) * 2
             for mt in range_constexpr(MT):
-                if fx.const_expr(not any(mt * NT + nt in accs for nt in range(NT))):
+                mine = [u for u in range(NUNIT) if u // UPA // NT == mt and u in units]
+                if fx.const_expr(not mine):
                     continue
-                nb = fx.max(Int32(0), (rows - (mt * MFMA_MN + 1)) * stride_out * 2 + n * 2)
-                rsrc = _rsrc(Int64(fx.ptrtoint(out)) + Int64(m0 + mt * MFMA_MN) * Int64(stride_out) * 2, Int64(nb))
-                for nt in range_constexpr(NT):
-                    if fx.const_expr(mt * NT + nt in accs):
-                        o = Vec(accs[mt * NT + nt]).to(fx.BFloat16).bitcast(Int32)
-                        rocdl.raw_ptr_buffer_store(_ir(o), rsrc, _ir(Int32(voff + nt * 32)), _ir(Int32(0)))
+                nb = fx.max(Int32(0), (rows - (mt * MN + 1)) * stride_out * 2 + n * 2)
+                rsrc = _rsrc(Int64(fx.ptrtoint(out)) + Int64(m0 + mt * MN) * Int64(stride_out) * 2, Int64(nb))
+                for u in range_constexpr(len(mine)):
+                    nt, b = mine[u] // UPA % NT, mine[u] % UPA
+                    o = Vec(units[mine[u]]).to(fx.BFloat16).bitcast(Int32)
+                    rocdl.raw_ptr_buffer_store(_ir(o), rsrc, _ir(Int32(voff + (nt * MN + 8 * b) * 2)), _ir(Int32(0)))
 
         if fx.const_expr(SK == 1):
-            store_out(dict(enumerate(accs)))
+            store_out(dict(enumerate(units)))
         else:
-            # The sk waves of a group share the reduction: of the first n_own = min(sk, NACC) waves, wave
-            # s owns accumulators [s NACC / n_own, (s + 1) NACC / n_own); every wave writes its partials
-            # of the accumulators it does not own to LDS (one 16-byte entry per lane per partial), and
-            # each owner sums all sk partials of its own in wave order (deterministic, the same sum
-            # whichever wave owns it) and stores them, so the adds and stores are spread over the
-            # group instead of waiting on one wave. Waves past n_own own nothing and share one path.
-            n_own = min(SK, NACC)
-            owner = [a * n_own // NACC for a in range(NACC)]
+            # The sk waves of a group share the reduction: of the first n_own = min(sk, NUNIT) waves,
+            # wave s owns units [s NUNIT / n_own, (s + 1) NUNIT / n_own); every wave writes its partials
+            # of the units it does not own to LDS (one 16-byte entry per lane per partial), and each
+            # owner sums all sk partials of its own in wave order (deterministic, the same sum whichever
+            # wave owns it) and stores them, so the adds and stores are spread over the group instead of
+            # waiting on one wave. Waves past n_own own nothing and share one path.
+            n_own = min(SK, NUNIT)
+            owner = [a * n_own // NUNIT for a in range(NUNIT)]
 
-            def entry(a, s):                 # LDS byte offset of wave s's partial of accumulator a
+            def entry(a, s):                 # LDS byte offset of wave s's partial of unit a
                 rank = s if isinstance(s, int) and s < owner[a] else s - 1     # a runtime s is past every owner
-                return ((nw * NACC + a) * (SK - 1) + rank) * (WAVE * 16) + lane * 16
+                return ((nw * NUNIT + a) * (SK - 1) + rank) * (WAVE * 16) + lane * 16
 
-            def write(s):                    # wave s's partials of the accumulators it does not own
-                for a in range_constexpr(NACC):
+            def write(s):                    # wave s's partials of the units it does not own
+                for a in range_constexpr(NUNIT):
                     if fx.const_expr(not isinstance(s, int) or owner[a] != s):
-                        lds_store(Vec(accs[a]).bitcast(Int32).ir_value(), entry(a, s))
+                        lds_store(Vec(units[a]).bitcast(Int32).ir_value(), entry(a, s))
 
             gpu.barrier()                        # the partials reuse LDS the last step may still read
             for s in range_constexpr(n_own):
@@ -438,12 +486,12 @@ def make_launcher(params: dict):
             for s in range_constexpr(n_own):
                 if kw == s:
                     mine = {}
-                    for a in range_constexpr(NACC):
+                    for a in range_constexpr(NUNIT):
                         if fx.const_expr(owner[a] == s):
                             total = None
-                            for r in range_constexpr(SK):
-                                part = (Vec(accs[a]) if r == s else
-                                        Vec(lds_load(entry(a, r))).bitcast(fx.Float32))
+                            for src in range_constexpr(SK):
+                                part = (Vec(units[a]) if src == s else
+                                        Vec(lds_load(entry(a, src))).bitcast(fx.Float32))
                                 total = part if total is None else total + part
                             mine[a] = total.ir_value()
                     store_out(mine)

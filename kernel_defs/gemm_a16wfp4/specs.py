@@ -1,7 +1,7 @@
 """gemm_a16wfp4 family: dense BF16 x MXFP4 GEMM (docs/families/gemm_a16wfp4.md), the prebuilt set.
 
 Compile-time: pipeline order, tile (bm, bn), intra-workgroup split-K factor sk, 128-K blocks per wave
-per step kb. Runtime: M, N, K, both row strides. The spec list is every config configs.py names
+per step kb, MFMA shape mfma. Runtime: M, N, K, both row strides. The spec list is every config configs.py names
 (tuned shapes and the generic fallback share code objects where their tiles agree).
 
 Budgets: decode-order specs serve decode M; they must keep 2 waves per SIMD (VGPR+AGPR <= 256 and
@@ -28,7 +28,7 @@ def _budget(params: dict, target) -> Budget:
 FAMILY = Family(
     name="gemm_a16wfp4",
     axes={"order": geometry.ORDERS, "bm": configs.TILE_BM, "bn": configs.TILE_BN, "sk": (1, 2, 4),
-          "kb": tuple(t // geometry.KBLOCK for t in configs.TILE_K)},
+          "kb": tuple(t // geometry.KBLOCK for t in configs.TILE_K), "mfma": tuple(geometry.MFMAS)},
     specs=lambda target: configs.all_configs(),
     symbol=geometry.symbol,
     block=geometry.block,

@@ -114,7 +114,8 @@ def agpr_code_object(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         for k, v in env.items():
             mp.setenv(k, v)
-        kb = compile_spec_in_process("gemm_a16wfp4", {"order": "prefill", "bm": 128, "bn": 128, "sk": 2, "kb": 1},
+        kb = compile_spec_in_process("gemm_a16wfp4", {"order": "prefill", "bm": 128, "bn": 128, "sk": 2, "kb": 1,
+                                                      "mfma": 16},
                                      target)
     return kb
 
