@@ -4,8 +4,8 @@ N and K are runtime kernel arguments, so a config is only a tile shape and pipel
 (N, K) entry picks, per M bucket, the tile that fills MI355X's 256 CUs best for that shape, and the
 generic entry serves every other N, K divisible by 256. The rows of (1024, 3584) and (3584, 512)
 were chosen on the emulator's MI355X timing model (benchmarks/gemm_model_tune.py): up to M = 256
-small-M tiles give a 256-CU part its workgroups; from M = 512 tiles of 64-128 rows convert each FP4
-weight tile once per 64-128 rows (64 x 32 with sk 4 keeps 256 workgroups on 1024 x 3584 at M = 512);
+small-M tiles give a 256-CU part its workgroups; from M = 512 tiles of 32-128 rows convert each FP4
+weight tile once per 32-128 rows (32 x 64 with sk 4 keeps 256 workgroups on 1024 x 3584 at M = 512);
 16-column split-K tiles put 64-224 workgroups on the decode rows. The other rows are first choices
 reasoned from grid size, LDS and register budgets. None has been timed on gfx950
 (docs/families/gemm_a16wfp4.md#decision-tiles).
@@ -30,8 +30,8 @@ def _rows(d16, d32, mid, prefill, large=None):
 
 # (N, K) -> bucket -> params. Decode buckets use the decode order (one B tile live); those with
 # sk > 1 reduce K-split partials in LDS. 1536 x 7168 decodes without split-K (no LDS reduction).
-# 1024 x 3584 beyond M = 1024 takes 32x32 MFMAs (one conversion fits under each without stalling the
-# matrix pipe). 3584 x 512 takes 64-row tiles with kb 1 from M = 512 (four waves per SIMD hide its short K loop's
+# 1024 x 3584 from M = 257 takes 32x32 MFMAs (half the MFMA issue slots; one conversion fits under each
+# without stalling the matrix pipe), at M <= 1024 on 32 x 64 tiles with sk 4 (256 workgroups at M = 512). 3584 x 512 takes 64-row tiles with kb 1 from M = 512 (four waves per SIMD hide its short K loop's
 # load waits): the decode order at M <= 1024, the prefill order beyond.
 TUNED = {
     (8448, 7168): _rows(_cfg("decode", 16, 32, 4, 1), _cfg("decode", 32, 32, 4, 1),
@@ -41,7 +41,7 @@ TUNED = {
     (7168, 768): _rows(_cfg("decode", 16, 32, 2, 1), _cfg("decode", 32, 32, 2, 1),
                        _cfg("prefill", 64, 64, 1, 1), _cfg("prefill", 128, 128, 1, 1)),
     (1024, 3584): _rows(_cfg("decode", 16, 16, 4, 1), _cfg("decode", 32, 32, 4, 1),
-                        _cfg("prefill", 16, 64, 1, 2), _cfg("prefill", 64, 32, 4, 1),
+                        _cfg("prefill", 16, 64, 1, 2), _cfg("prefill", 32, 64, 4, 1, mfma=32),
                         _cfg("prefill", 128, 128, 2, 1, mfma=32)),
     (3584, 512): _rows(_cfg("decode", 16, 16, 4, 1), _cfg("decode", 32, 32, 2, 1),
                        _cfg("prefill", 16, 64, 1, 2), _cfg("decode", 64, 64, 1, 1),

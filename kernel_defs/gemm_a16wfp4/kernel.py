@@ -3,18 +3,20 @@
 Per workgroup (4 waves, tile bm x bn, see geometry.py):
 - A (bf16 activations) is copied global -> LDS by buffer loads with the LDS bit (no VGPR staging),
   double-buffered across the K loop; the LDS rows are XOR-swizzled at 16-byte granularity
-  (chunk ^ (row % 8), applied on the global side) so the 16 rows an MFMA reads hit different banks.
-  The next step's copy goes into the other stage.
-- B (preshuffled packed E2M1, layout in layout.py) is loaded straight to VGPRs, one 16-byte load per
-  lane per 16 columns per 128-K block (plus the 1 or 2 scale bytes it needs, so every weight and scale
-  byte is read once per M block), and decoded into BF16 fragments with v_cvt_scalef32_pk_bf16_fp4
-  (the E8M0 scale is applied by the conversion) one 16-column n-tile ahead, between the MFMAs of the
-  n-tile before.
-- v_mfma_f32_16x16x32_bf16 with fp32 accumulators. A lane's 16-byte weight load holds K elements
-  [32g, 32g+32) of one column (g = lane / 16); dword j of it feeds MFMA j of the 128-K block, so
-  MFMA j contracts real K = 32g + 8j + e (e < 8) through its lane-group slot 8g + e. The A fragment
-  is read from LDS with the same permutation, which leaves the dot product unchanged. The weight is
-  the MFMA's first operand, so a lane's accumulator is 4 adjacent output columns of one row.
+  (chunk ^ (row % 8), applied on the global side) so the rows an MFMA reads hit different banks.
+  The next step's copy goes into the other stage; the copies carry an alias scope that the fragment
+  reads exclude, so LLVM does not make each LDS read wait for the copies in flight (vmcnt).
+- B (preshuffled packed E2M1, layout in layout.py) is loaded straight to VGPRs, 16-byte loads of
+  the preshuffled layout (plus the scale bytes they need, so every weight and scale byte is read once
+  per M block), and decoded into BF16 fragments with v_cvt_scalef32_pk_bf16_fp4 (the E8M0 scale is
+  applied by the conversion) one n-tile ahead, between the MFMAs of the n-tile before.
+- MFMAs (`mfma`): v_mfma_f32_16x16x32_bf16 or v_mfma_f32_32x32x16_bf16, fp32 accumulators. An
+  operand gives lane l row / column r = l % mfma of its tile and 8 K of K group kg = l // mfma. Load u
+  of a lane holds K [32 (kg L + u), +32) of column r (L = mfma / 16 loads per 128-K block), and its
+  dword d feeds MFMA 4u + d of the block, which contracts real K 32 (kg L + u) + 8d + e through the
+  lane's slot e: the A fragment is read from LDS with the same permutation, which leaves the dot
+  product unchanged. The weight is the MFMA's first operand, so an accumulator holds Y^T: per 4-float
+  unit, 4 adjacent output columns of one row.
 - "prefill" order spreads the next step's A copies and B loads over the step's MFMAs, reading the A
   fragments one 32-K slice ahead (two B tiles live); "decode" order reads the step's A fragments,
   issues the next A before and the next B after the MFMAs (one B tile live, fewer VGPRs). The last
