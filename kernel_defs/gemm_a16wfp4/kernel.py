@@ -148,12 +148,8 @@ def make_launcher(params: dict):
         tid = Int32(gpu.thread_idx.x)
         lane = _mod(tid, WAVE)
         wave = Int32(rocdl.readfirstlane(T.i32, _ir(_div(tid, WAVE))))
-        # An MFMA operand gives lane l row (A) / column (B) r = l % MN of its tile and the 8 K of K group
-        # kg = l // MN. Weight load u of a lane reads the preshuffled 16 bytes of (column r, lane row
-        # kg * LOADS + u): K [32 (kg * LOADS + u), +32) of a 128-K block, whose dword d feeds MFMA
-        # 4 u + d, which contracts real K 32 (kg LOADS + u) + 8 d + e through the lane's slot e
-        # (= 8 q + e + 64 kg for 32x32, 32 kg + 8 q + e for 16x16): the A fragment is read with the
-        # same permutation, which leaves the dot product unchanged.
+        # The operands' lane layout (module doc): row / column r of a tile, K group kg; w_lane[u] is the
+        # byte offset of the lane's weight load u from its n-tile's first 16-column group and 128-K block.
         r = _mod(lane, MN)
         kg = _div(lane, MN)
         w_lane = [((kg * LOADS + u) * 16 + _mod(r, 16)) * 16 + (0 if MN == 16 else _div(r, 16) * k * 8)
