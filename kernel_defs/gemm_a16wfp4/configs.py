@@ -31,7 +31,8 @@ def _rows(d16, d32, mid, prefill, large=None):
 # (N, K) -> bucket -> params. Decode buckets use the decode order (one B tile live); those with
 # sk > 1 reduce K-split partials in LDS. 1536 x 7168 decodes without split-K (no LDS reduction).
 # 1024 x 3584 from M = 257 takes 32x32 MFMAs (half the MFMA issue slots; one conversion fits under each
-# without stalling the matrix pipe), at M <= 1024 on 32 x 64 tiles with sk 4 (256 workgroups at M = 512). 3584 x 512 takes 64-row tiles with kb 1 from M = 512 (four waves per SIMD hide its short K loop's
+# without stalling the matrix pipe), at M <= 1024 on 32 x 64 tiles with sk 4 (256 workgroups at M = 512).
+# 3584 x 512 takes 64-row tiles with kb 1 from M = 512 (four waves per SIMD hide its short K loop's
 # load waits): the decode order at M <= 1024, the prefill order beyond.
 TUNED = {
     (8448, 7168): _rows(_cfg("decode", 16, 32, 4, 1), _cfg("decode", 32, 32, 4, 1),

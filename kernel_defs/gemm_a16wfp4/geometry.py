@@ -5,7 +5,7 @@ of the params and the target row).
 A workgroup is 4 waves computing a (bm x bn) output tile. The waves form a (nw x sk) grid: `sk` waves
 split every K step between them (intra-workgroup split-K, partials reduced through LDS), the
 4/sk wave groups split the bn columns. Every wave covers all bm rows, so each decoded B fragment
-feeds bm/16 MFMAs and no B element is decoded twice inside a workgroup.
+feeds bm/mfma MFMAs and no B element is decoded twice inside a workgroup.
 
 K advances in steps of `kstep` = 128 * sk * kb elements; inside a step each wave owns `kb`
 consecutive 128-K blocks (one 16-byte preshuffled load per lane per 16 columns per block).
@@ -33,7 +33,7 @@ class Tile:
     bn: int
     sk: int
     kb: int
-    mfma: int = 16    # MFMA output tile, a key of MFMAS
+    mfma: int         # MFMA output tile, a key of MFMAS
 
     @property
     def mfma_k(self) -> int:
