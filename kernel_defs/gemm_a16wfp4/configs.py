@@ -32,8 +32,8 @@ def _rows(d16, d32, mid, prefill, large=None):
 # sk > 1 reduce K-split partials in LDS. 1536 x 7168 decodes without split-K (no LDS reduction).
 # 1024 x 3584 from M = 257 takes 32x32 MFMAs (half the MFMA issue slots; one conversion fits under each
 # without stalling the matrix pipe), at M <= 1024 on 32 x 64 tiles with sk 4 (256 workgroups at M = 512).
-# 3584 x 512 takes 64-row tiles with kb 1 from M = 512 (four waves per SIMD hide its short K loop's
-# load waits): the decode order at M <= 1024, the prefill order beyond.
+# 3584 x 512 takes 64 x 128 tiles from M = 257: with kb 2 (two K steps of 256) at M <= 1024, with kb 1
+# (four waves per SIMD hide its short K loop's load waits) beyond.
 TUNED = {
     (8448, 7168): _rows(_cfg("decode", 16, 32, 4, 1), _cfg("decode", 32, 32, 4, 1),
                         _cfg("prefill", 64, 64, 1, 1), _cfg("prefill", 128, 128, 1, 1)),
@@ -45,7 +45,7 @@ TUNED = {
                         _cfg("prefill", 16, 64, 1, 2), _cfg("prefill", 32, 64, 4, 1, mfma=32),
                         _cfg("prefill", 128, 128, 2, 1, mfma=32)),
     (3584, 512): _rows(_cfg("decode", 16, 16, 4, 1), _cfg("decode", 32, 32, 2, 1),
-                       _cfg("prefill", 16, 64, 1, 2), _cfg("decode", 64, 64, 1, 1),
+                       _cfg("prefill", 16, 64, 1, 2), _cfg("prefill", 64, 128, 1, 2),
                        _cfg("prefill", 64, 128, 1, 1)),
 }
 

@@ -50,8 +50,8 @@ CASES = [
     (configs.TUNED[(1024, 3584)]["mid"], 5, 256, 256),       # sk 1, kb 2: one K step (no peeled first step)
     (configs.TUNED[(1024, 3584)]["large"], 129, 256, 1024),  # bm 128, sk 2, 32x32 MFMAs, one row past an M block
     (configs.TUNED[(1024, 3584)]["prefill"], 130, 256, 1536),  # bm 32, bn 64, sk 4, 32x32 MFMAs: three K steps, ragged M
-    (configs.TUNED[(3584, 512)]["prefill"], 33, 256, 256),   # two K steps, both peeled (no loop iteration)
-    (configs.TUNED[(3584, 512)]["prefill"], 130, 256, 768),  # decode order at bm 64: three M blocks, ragged M
+    (configs.TUNED[(3584, 512)]["prefill"], 33, 256, 512),   # kb 2: two K steps, both peeled (no loop iteration)
+    (configs.TUNED[(3584, 512)]["prefill"], 130, 256, 768),  # kb 2 at bm 64: three M blocks, ragged M, three K steps
     (configs.TUNED[(3584, 512)]["large"], 300, 512, 512),    # decode order at bm 64, bn 128, ragged M
 ]
 IDS = [f"{geometry.symbol(c)}-M{m}-N{n}-K{k}" for c, m, n, k in CASES]
