@@ -243,7 +243,7 @@ def make_launcher(params: dict):
                         ops.append((False, lambda b=b, nt=nt, u=u: _load(w_rsrc, T.vec(4, T.i32), w_lane[u],
                                                                          n16_of(nt) * k * 8 + b * 1024)))
                 if fx.const_expr(MN == 32):
-                    # The scale of (column r, lane row kg * 2 + u): byte r // 16 of its dword.
+                    # The scale of (column r, lane row kg * LOADS + u): byte r // 16 of its dword.
                     for nt in range_constexpr(NT):
                         for u in range_constexpr(LOADS):
                             ops.append((True, lambda b=b, nt=nt, u=u: _load(
