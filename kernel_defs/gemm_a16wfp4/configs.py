@@ -32,26 +32,28 @@ def _rows(d16, d32, mid, prefill, large=None):
 # sk > 1 reduce K-split partials in LDS. 1536 x 7168 decodes without split-K (no LDS reduction).
 # 1024 x 3584 from M = 257 takes 32x32 MFMAs (half the MFMA issue slots; one conversion fits under each
 # without stalling the matrix pipe), at M <= 1024 on 32 x 64 tiles with sk 4 (256 workgroups at M = 512).
-# 3584 x 512 takes 64 x 128 tiles from M = 257: with kb 2 (two K steps of 256) at M <= 1024, with kb 1
-# (four waves per SIMD hide its short K loop's load waits) beyond.
+# 3584 x 512 takes 64 x 128 tiles from M = 257: with kb 2 (two K steps of 256) and 32x32 MFMAs at
+# M <= 1024, with kb 1 (four waves per SIMD hide its short K loop's load waits) and 16x16 ones beyond.
+# The 128 x 128 tiles take 32x32 MFMAs (8448 x 7168 and 7168 x 768 at M = 4096: 5% less on the model
+# than 16x16, once 32x32 tiles stored through LDS).
 TUNED = {
     (8448, 7168): _rows(_cfg("decode", 16, 32, 4, 1), _cfg("decode", 32, 32, 4, 1),
-                        _cfg("prefill", 64, 64, 1, 1), _cfg("prefill", 128, 128, 1, 1)),
+                        _cfg("prefill", 64, 64, 1, 1), _cfg("prefill", 128, 128, 1, 1, mfma=32)),
     (1536, 7168): _rows(_cfg("decode", 16, 64, 1, 2), _cfg("decode", 32, 64, 1, 2),
                         _cfg("prefill", 64, 64, 1, 1), _cfg("prefill", 128, 64, 1, 1)),
     (7168, 768): _rows(_cfg("decode", 16, 32, 2, 1), _cfg("decode", 32, 32, 2, 1),
-                       _cfg("prefill", 64, 64, 1, 1), _cfg("prefill", 128, 128, 1, 1)),
+                       _cfg("prefill", 64, 64, 1, 1), _cfg("prefill", 128, 128, 1, 1, mfma=32)),
     (1024, 3584): _rows(_cfg("decode", 16, 16, 4, 1), _cfg("decode", 32, 32, 4, 1),
                         _cfg("prefill", 16, 64, 1, 2), _cfg("prefill", 32, 64, 4, 1, mfma=32),
                         _cfg("prefill", 128, 128, 2, 1, mfma=32)),
     (3584, 512): _rows(_cfg("decode", 16, 16, 4, 1), _cfg("decode", 32, 32, 2, 1),
-                       _cfg("prefill", 16, 64, 1, 2), _cfg("prefill", 64, 128, 1, 2),
+                       _cfg("prefill", 16, 64, 1, 2), _cfg("prefill", 64, 128, 1, 2, mfma=32),
                        _cfg("prefill", 64, 128, 1, 1)),
 }
 
 # Serves any N % 256 == 0, K % 256 == 0 (kstep 256 or 128 divides every such K).
 GENERIC = _rows(_cfg("decode", 16, 64, 2, 1), _cfg("decode", 32, 64, 2, 1),
-                _cfg("prefill", 64, 128, 1, 1), _cfg("prefill", 128, 128, 1, 1))
+                _cfg("prefill", 64, 128, 1, 1), _cfg("prefill", 128, 128, 1, 1, mfma=32))
 
 
 def bucket(m: int) -> str:

@@ -20,7 +20,8 @@ WAVES = 4
 WAVE = 64             # lanes per wave the fragment layouts below are written for (block() checks the target's)
 MFMAS = {16: 32, 32: 16}   # output tile (rows = columns) -> K of v_mfma_f32_{16x16x32,32x32x16}_bf16
 KBLOCK = 128          # K elements one lane's 16-byte weight load covers (4 groups of 32, one per lane row)
-A_CHUNK = 16          # bytes per cooperative A load / LDS read (8 bf16)
+A_CHUNK = 16          # bytes per cooperative A load / LDS read (8 bf16), and per output store
+OUT_PAD = 16          # LDS output tile row padding (bytes)
 ORDERS = ("prefill", "decode")
 DECODE_MAX_LDS = 80 * 1024   # decode order: two 4-wave workgroups per CU (the family budget)
 DECODE_MAX_REGS = 256        # decode order: VGPR + AGPR per lane that keep 2 waves per SIMD
@@ -76,8 +77,25 @@ class Tile:
         return self.wave_groups_n * (self.sk - 1) * self.accumulators * WAVE * 16
 
     @property
-    def lds_bytes(self) -> int:       # the reduction reuses the A stages after the K loop
-        return max(2 * self.a_stage_bytes, self.reduce_bytes)
+    def staged_out(self) -> bool:     # 32x32 tiles store through an LDS copy of the output (kernel.py says why)
+        return self.mfma == 32
+
+    @property
+    def out_pitch(self) -> int:       # bytes per row of the LDS output tile: 16 of padding spread the rows over banks
+        return self.bn * 2 + OUT_PAD
+
+    @property
+    def out_bytes(self) -> int:       # the bf16 output tile staged in LDS for row-contiguous stores
+        return self.bm * self.out_pitch
+
+    @property
+    def out_base(self) -> int:        # LDS offset of the output tile: past the split-K partials (read while it fills)
+        return self.reduce_bytes if self.sk > 1 else 0
+
+    @property
+    def lds_bytes(self) -> int:       # the reduction and the output tile reuse the A stages after the K loop
+        return max(2 * self.a_stage_bytes, self.reduce_bytes,
+                   self.out_base + self.out_bytes if self.staged_out else 0)
 
     def check(self) -> None:
         if self.order not in ORDERS:

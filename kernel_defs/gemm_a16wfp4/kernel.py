@@ -16,7 +16,8 @@ Per workgroup (4 waves, tile bm x bn, see geometry.py):
   dword d feeds MFMA 4u + d of the block, which contracts real K 32 (kg L + u) + 8d + e through the
   lane's slot e: the A fragment is read from LDS with the same permutation, which leaves the dot
   product unchanged. The weight is the MFMA's first operand, so an accumulator holds Y^T: per 4-float
-  unit, 4 adjacent output columns of one row.
+  unit, 4 adjacent output columns of one row. 16x16 tiles store each unit directly (8 bytes); 32x32
+  tiles write their units into an LDS copy of the output tile and store it in 16-byte row pieces.
 - "prefill" order spreads the next step's A copies and B loads over the step's MFMAs, reading the A
   fragments one 32-K slice ahead (two B tiles live); "decode" order reads the step's A fragments,
   issues the next A before and the next B after the MFMAs (one B tile live, fewer VGPRs). The last
@@ -135,6 +136,9 @@ def make_launcher(params: dict):
     ROW_B = KSTEP * 2
     PAIRS = max(1, NT // 2)               # 16x16: scale loads per block, one per 32 columns (or 16 if NT == 1)
     SCALE_LOADS = PAIRS if MN == 16 else NT * LOADS   # 32x32: one byte per weight load
+    STAGED, OUT_PITCH, OUT_BASE = t.staged_out, t.out_pitch, t.out_base
+    OUT_CPR = BN * 2 // A_CHUNK           # 16-byte chunks per output row
+    OUT_CHUNKS = BM * OUT_CPR
     prefill = t.order == "prefill"
     # sk 1 peels the first K step (its MFMAs take an inline 0 as C), issues the prologue's B before its A,
     # fences the A copies ahead of the conversions and decodes scales by ldexp; the timing model prefers
@@ -304,6 +308,8 @@ def make_launcher(params: dict):
                 pairs = []
                 for mt in range_constexpr(MT):
                     a = mt * NT + nt
+                    if fx.const_expr(prefill and MN == 32):
+                        rocdl.sched_barrier(0)       # the conversions stay between the MFMAs (two per 32x32)
                     accs[a] = mfma_op(T.vec(MN * MN // WAVE, T.f32), [_ir(bf), _ir(afrags[mt]), accs[a]])
                     if fx.const_expr(prefill):
                         rocdl.sched_barrier(0)
@@ -432,13 +438,11 @@ def make_launcher(params: dict):
                 units.append(accs[a] if UPA == 1 else
                              _ir(Vec(accs[a]).shuffle(Vec(accs[a]), [4 * b + e for e in range(4)])))
 
-        def store_out(units):
-            # The MFMAs take the weight as their first operand, so a tile's accumulator is Y^T: a lane
-            # holds 4 consecutive columns of row r per unit, one 8-byte store. Each m-tile gets its own
-            # buffer resource (base at its first row, bounds at its last real row), so one voffset
-            # serves every m-tile and the units differ by the instruction offset. The row stays in the
-            # voffset, which the bounds check covers (soffset is not checked). `units`: unit index ->
-            # value, the ones this wave stores.
+        def store_direct(units):
+            # A unit is one 8-byte store. Each m-tile gets its own buffer resource (base at its first
+            # row, bounds at its last real row), so one voffset serves every m-tile and the units differ
+            # by the instruction offset. The row stays in the voffset, which the bounds check covers
+            # (soffset is not checked). `units`: unit index -> value, the ones this wave stores.
             voff = r * (stride_out * 2) + (bid_n * BN + n16_of(0) * 16 + kg * 4) * 2
             for mt in range_constexpr(MT):
                 mine = [u for u in range(NUNIT) if u // UPA // NT == mt and u in units]
@@ -451,15 +455,55 @@ def make_launcher(params: dict):
                     o = Vec(units[mine[u]]).to(fx.BFloat16).bitcast(Int32)
                     rocdl.raw_ptr_buffer_store(_ir(o), rsrc, _ir(Int32(voff + (nt * MN + 8 * b) * 2)), _ir(Int32(0)))
 
+        def stage_out(units):
+            # The units go to an LDS copy of the output tile, rows padded so the 16 rows one write
+            # serves per clock sit in different banks (two-way at most), and write_out stores it
+            # row-contiguous. `units`: unit index -> value, the ones this wave holds.
+            for u in range_constexpr(NUNIT):
+                if fx.const_expr(u in units):
+                    mt, nt, b = u // UPA // NT, u // UPA % NT, u % UPA
+                    o = Vec(units[u]).to(fx.BFloat16).bitcast(Int32)
+                    off = OUT_BASE + (mt * MN + r) * OUT_PITCH + (n16_of(0) * 16 + nt * MN + 8 * b + kg * 4) * 2
+                    ptr = fx.to_llvm_ptr(fx.add_offset(lds32, _div(off, 4)))
+                    llvm.store(_ir(o), ptr, alignment=8)
+
+        def write_out():
+            # Each thread stores 16-byte chunks of the staged tile, consecutive threads along a row, so
+            # a wave's store covers whole 128-byte lines. One buffer resource based at the tile's first
+            # row ends at the last real row (rows >= M are dropped by its bounds check, N % bn == 0).
+            rsrc = _rsrc(Int64(fx.ptrtoint(out)) + Int64(m0) * Int64(stride_out) * 2,
+                         Int64((rows - 1) * stride_out * 2 + n * 2))
+
+            def store_chunk(q):
+                row, ch = _div(q, OUT_CPR), _mod(q, OUT_CPR)
+                v = lds_load(OUT_BASE + row * OUT_PITCH + ch * A_CHUNK)
+                voff = row * (stride_out * 2) + (bid_n * BN + ch * 8) * 2
+                rocdl.raw_ptr_buffer_store(_ir(v), rsrc, _ir(Int32(voff)), _ir(Int32(0)))
+
+            for c in range_constexpr(-(-OUT_CHUNKS // threads)):
+                if fx.const_expr((c + 1) * threads <= OUT_CHUNKS):
+                    store_chunk(tid + c * threads)
+                else:
+                    if tid < OUT_CHUNKS - c * threads:     # a small tile has fewer chunks than threads
+                        store_chunk(tid + c * threads)
+
+        # The MFMAs take the weight as their first operand, so a tile's accumulator is Y^T: a lane holds 4
+        # consecutive columns of row r per unit (8 bytes of bf16). Stored directly, one wave's unit
+        # writes 16 bytes to each of 32 rows of a 32x32 tile (32 bytes to 16 rows of a 16x16 one), so
+        # 32x32 tiles stage the output in LDS and store whole lines (geometry.Tile.staged_out).
+        emit = stage_out if STAGED else store_direct
         if fx.const_expr(SK == 1):
-            store_out(dict(enumerate(units)))
+            if fx.const_expr(STAGED):
+                gpu.barrier()                    # the output tile reuses LDS the last step may still read
+            emit(dict(enumerate(units)))
         else:
             # The sk waves of a group share the reduction: of the first n_own = min(sk, NUNIT) waves,
             # wave s owns units [s NUNIT / n_own, (s + 1) NUNIT / n_own); every wave writes its partials
             # of the units it does not own to LDS (one 16-byte entry per lane per partial), and each
             # owner sums all sk partials of its own in wave order (deterministic, the same sum whichever
-            # wave owns it) and stores them, so the adds and stores are spread over the group instead of
-            # waiting on one wave. Waves past n_own own nothing and share one path.
+            # wave owns it) and emits them (a staged output goes past the partials, which other owners
+            # may still read), so the adds and stores are spread over the group instead of waiting on
+            # one wave. Waves past n_own own nothing and share one path.
             n_own = min(SK, NUNIT)
             owner = [a * n_own // NUNIT for a in range(NUNIT)]
 
@@ -492,7 +536,10 @@ def make_launcher(params: dict):
                                         Vec(lds_load(entry(a, src))).bitcast(fx.Float32))
                                 total = part if total is None else total + part
                             mine[a] = total.ir_value()
-                    store_out(mine)
+                    emit(mine)
+        if fx.const_expr(STAGED):
+            gpu.barrier()                        # the output tile is complete
+            write_out()
 
     @flyc.jit
     def launch(out: fx.Pointer, x: fx.Pointer, w: fx.Pointer, w_scale: fx.Pointer,

@@ -53,6 +53,7 @@ CASES = [
     (configs.TUNED[(3584, 512)]["prefill"], 33, 256, 512),   # kb 2: two K steps, both peeled (no loop iteration)
     (configs.TUNED[(3584, 512)]["prefill"], 130, 256, 768),  # kb 2 at bm 64: three M blocks, ragged M, three K steps
     (configs.TUNED[(3584, 512)]["large"], 300, 512, 512),    # decode order at bm 64, bn 128, ragged M
+    (configs.GENERIC["large"], 130, 256, 512),               # bm 128, bn 128, 32x32 MFMAs, output staged in LDS
 ]
 IDS = [f"{geometry.symbol(c)}-M{m}-N{n}-K{k}" for c, m, n, k in CASES]
 
@@ -143,6 +144,30 @@ def test_out_path_allocates_nothing(store):
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         gemm_a16wfp4(x, prep)                           # control: the profiler does see the output
     assert "aten::empty" in [e.name for e in prof.events() if e.cpu_memory_usage]
+
+
+def test_staged_output_of_a_tile_with_fewer_chunks_than_threads(store, monkeypatch):
+    """A 32 x 32 tile with 32x32 MFMAs stages its output in LDS as 128 16-byte chunks, fewer than its
+    256 threads (the guarded store path): exact on two M blocks, the second ragged, and nothing around
+    the output view is written. No shipped spec has such a tile, so the JIT compiles it here."""
+    params = {"order": "decode", "bm": 32, "bn": 32, "sk": 4, "kb": 1, "mfma": 32}
+    assert geometry.tile(params).staged_out and geometry.tile(params).out_bytes // 16 < 256
+    n, k, m = 256, 512, 33
+    g = _gen(10)
+    w, s = reference.random_weight(n, k, generator=g, scale_lo=126, scale_hi=128)
+    x = reference.mxfp4_grid_activations(m, k, generator=g)
+    obuf = torch.full((m + 40, n + 24), 7.0, dtype=torch.bfloat16)
+    out = obuf[1:1 + m, 8:8 + n]
+    monkeypatch.setenv("FLYAOT_DISABLE_JIT", "0")
+    runtime.reset()
+    try:
+        _run(x, prepare_mxfp4_weight(w, s), params, out=out)
+    finally:
+        runtime.reset()
+    assert torch.equal(_bits(out), _bits(reference.gemm_reference(x, w, s)))
+    untouched = torch.ones_like(obuf, dtype=torch.bool)
+    untouched[1:1 + m, 8:8 + n] = False
+    assert (obuf[untouched] == 7.0).all()
 
 
 def test_op_dispatches_the_tuned_table(store):

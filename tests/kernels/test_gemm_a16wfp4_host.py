@@ -107,10 +107,11 @@ def test_plan_geometry_and_arguments():
 
 def test_plan_picks_64_row_tiles_for_the_large_m_rows_of_3584x512():
     prep = prepare_mxfp4_weight(*reference.random_weight(3584, 512, generator=_gen(5)))
-    for m, kb in ((512, 2), (4096, 1)):
+    for m, kb, mfma in ((512, 2, 32), (4096, 1, 16)):
         x = torch.zeros(m, 512, dtype=torch.bfloat16)
         p = plan.plan(x, prep, torch.empty(m, 3584, dtype=torch.bfloat16))
         assert p.params["order"] == "prefill" and p.params["bm"] == 64 and p.params["kb"] == kb
+        assert p.params["mfma"] == mfma
         assert p.grid == (m // 64, 3584 // p.params["bn"], 1)
 
 
