@@ -82,6 +82,7 @@ class Tile:
 
     @property
     def out_pitch(self) -> int:       # bytes per row of the LDS output tile: 16 of padding spread the rows over banks
+                                      # (a ds_write_b64 of 16 rows meets at most two to a bank)
         return self.bn * 2 + OUT_PAD
 
     @property
@@ -90,7 +91,7 @@ class Tile:
 
     @property
     def out_base(self) -> int:        # LDS offset of the output tile: past the split-K partials (read while it fills)
-        return self.reduce_bytes if self.sk > 1 else 0
+        return self.reduce_bytes
 
     @property
     def lds_bytes(self) -> int:       # the reduction and the output tile reuse the A stages after the K loop

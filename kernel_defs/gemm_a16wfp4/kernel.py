@@ -438,6 +438,9 @@ def make_launcher(params: dict):
                 units.append(accs[a] if UPA == 1 else
                              _ir(Vec(accs[a]).shuffle(Vec(accs[a]), [4 * b + e for e in range(4)])))
 
+        def unit_place(u):         # unit u's m-tile and its first column among the wave's columns
+            return u // UPA // NT, (u // UPA % NT) * MN + 8 * (u % UPA)
+
         def store_direct(units):
             # A unit is one 8-byte store. Each m-tile gets its own buffer resource (base at its first
             # row, bounds at its last real row), so one voffset serves every m-tile and the units differ
@@ -445,25 +448,25 @@ def make_launcher(params: dict):
             # (soffset is not checked). `units`: unit index -> value, the ones this wave stores.
             voff = r * (stride_out * 2) + (bid_n * BN + n16_of(0) * 16 + kg * 4) * 2
             for mt in range_constexpr(MT):
-                mine = [u for u in range(NUNIT) if u // UPA // NT == mt and u in units]
+                mine = [u for u in range(NUNIT) if unit_place(u)[0] == mt and u in units]
                 if fx.const_expr(not mine):
                     continue
                 nb = fx.max(Int32(0), (rows - (mt * MN + 1)) * stride_out * 2 + n * 2)
                 rsrc = _rsrc(Int64(fx.ptrtoint(out)) + Int64(m0 + mt * MN) * Int64(stride_out) * 2, Int64(nb))
                 for u in range_constexpr(len(mine)):
-                    nt, b = mine[u] // UPA % NT, mine[u] % UPA
                     o = Vec(units[mine[u]]).to(fx.BFloat16).bitcast(Int32)
-                    rocdl.raw_ptr_buffer_store(_ir(o), rsrc, _ir(Int32(voff + (nt * MN + 8 * b) * 2)), _ir(Int32(0)))
+                    rocdl.raw_ptr_buffer_store(_ir(o), rsrc, _ir(Int32(voff + unit_place(mine[u])[1] * 2)),
+                                               _ir(Int32(0)))
 
         def stage_out(units):
-            # The units go to an LDS copy of the output tile, rows padded so the 16 rows one write
-            # serves per clock sit in different banks (two-way at most), and write_out stores it
-            # row-contiguous. `units`: unit index -> value, the ones this wave holds.
+            # The units go to an LDS copy of the output tile, rows padded by 16 bytes so the 16 rows one
+            # write serves per clock meet at most two to a bank, and write_out stores it row-contiguous.
+            # `units`: unit index -> value, the ones this wave holds.
             for u in range_constexpr(NUNIT):
                 if fx.const_expr(u in units):
-                    mt, nt, b = u // UPA // NT, u // UPA % NT, u % UPA
+                    mt, col = unit_place(u)
                     o = Vec(units[u]).to(fx.BFloat16).bitcast(Int32)
-                    off = OUT_BASE + (mt * MN + r) * OUT_PITCH + (n16_of(0) * 16 + nt * MN + 8 * b + kg * 4) * 2
+                    off = OUT_BASE + (mt * MN + r) * OUT_PITCH + (n16_of(0) * 16 + col + kg * 4) * 2
                     ptr = fx.to_llvm_ptr(fx.add_offset(lds32, _div(off, 4)))
                     llvm.store(_ir(o), ptr, alignment=8)
 

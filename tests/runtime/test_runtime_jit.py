@@ -77,16 +77,14 @@ def test_concurrent_processes_compile_once_publish_atomically_and_launch(tmp_pat
 def test_a_script_without_a_main_guard_compiles_and_launches(tmp_path):
     """A script run by path with no `if __name__ == "__main__"` guard: the compile process must not run
     it again (a forkserver child imports its parent's main script; the copy called the same op and
-    waited for the spec lock its own parent held until the compile timed out)."""
+    waited for the spec lock its own parent held until the compile failed, which fails the launch)."""
     script = tmp_path / "unguarded.py"
     script.write_text(LAUNCH_SCRIPT)
-    t0 = time.monotonic()
     p = subprocess.run([sys.executable, str(script), str(tmp_path / "p"), str(tmp_path / "cache"), "3"],
                        capture_output=True, text=True, timeout=300,
                        env=dict(_env(), FLYAOT_BUILD_CACHE=str(tmp_path / "build-cache")))   # a real compile
     assert p.returncode == 0 and "LAUNCHED OK" in p.stdout, p.stderr
     assert p.stderr.count("compiling it with FlyDSL now") == 1, p.stderr
-    assert time.monotonic() - t0 < 55, "the compile waited for a lock (the lock timeout is 60 s)"
 
 
 HOLDER = textwrap.dedent("""
