@@ -10,7 +10,8 @@ operands before the instruction runs, through the memory handlers' own address f
   workgroups share that allocation) and which allocation it reads; addresses are taken relative
   to their allocation's line alignment (device allocations are line-aligned; host ones need not be);
 - LDS: the pipe cycles the access takes, bank conflicts included;
-- scalar memory: whether its line is new.
+- scalar memory: whether its line is new (also relative to its allocation's line alignment, so
+  that where the host happened to place the kernarg array does not change the time).
 Nothing here writes wave state, so traced and untraced runs compute the same results; workgroups
 outside the sample run the plain loop.
 """
@@ -195,7 +196,8 @@ class Tracer:
                 addr = smem_ops.scalar_addr(w, ins)
             except Exception:
                 return 0
-            return self._new_lines([addr >> int(_LINE_SHIFT)])
+            skew, _ = self._alloc_of(w.mem, addr, False)
+            return self._new_lines([(addr - skew) >> int(_LINE_SHIFT)])
         return probe
 
 

@@ -189,11 +189,14 @@ class _Touched:
 
     def __init__(self, mem):
         self.lines: set = set()
+        self.memory = mem
         mem.watch = self
 
     def mem(self, mode, addr, nbytes):
         shift = T.CACHE_LINE_BYTES.bit_length() - 1
         for a in addr.tolist():
+            # as on the device, every allocation starts a line (the launch's own kernarg array need not)
+            a -= self.memory.dword_view(a, a + 1)[1] % T.CACHE_LINE_BYTES
             self.lines.update(range(a >> shift, ((a + nbytes - 1) >> shift) + 1))
 
     def workgroup(self, wg_id, waves):
@@ -248,6 +251,29 @@ def test_the_tracer_counts_the_lines_the_memory_handlers_touch():
     launch.probe = touched = _Touched(mem)
     launch.run()
     assert len(touched.lines) >= 4 and tracer.lines == touched.lines
+
+
+def test_scalar_loads_count_lines_from_their_allocations_start():
+    # the same data at a line boundary and 64 bytes past one: a device allocation starts a line, so
+    # the second s_load (64 bytes further) is on the first one's line in both placements
+    raw = np.zeros(3 * T.CACHE_LINE_BYTES // 4, dtype=np.uint32)
+    first = (-raw.ctypes.data % T.CACHE_LINE_BYTES) // 4
+    new_lines = []
+    for skew in (0, 64):
+        arr = raw[first + skew // 4:first + skew // 4 + T.CACHE_LINE_BYTES // 4]
+        mem = Memory()
+        mem.register_array(arr)
+        kernarg = np.array([arr.ctypes.data], dtype=np.uint64).tobytes()
+        body = [ins("s_load_dwordx2", [s(4, 2)], [s(0, 2)], enc="SMEM", offset=0, soffset=None),
+                ins("s_waitcnt", enc="SOPP", vmcnt=63, lgkmcnt=0, expcnt=7),
+                ins("s_load_dwordx16", [s(8, 16)], [s(4, 2)], enc="SMEM", offset=0, soffset=None),
+                ins("s_load_dwordx16", [s(24, 16)], [s(4, 2)], enc="SMEM", offset=64, soffset=None),
+                ins("s_waitcnt", enc="SOPP", vmcnt=63, lgkmcnt=0, expcnt=7)]
+        launch = Launch(Prepared(program(body + [END])), (1, 1, 1), (64, 1, 1), kernarg, mem)
+        launch.probe = tracer = Tracer(launch.prep)
+        launch.run()
+        new_lines.append([p for _, p in (e for e in tracer.workgroups[(0, 0, 0)][0] if isinstance(e, tuple))])
+    assert new_lines[0] == new_lines[1] == [1, 1, 0]
 
 
 def _levels_of(grid, per_wg_lines):
