@@ -272,7 +272,7 @@ def test_scalar_loads_count_lines_from_their_allocations_start():
         launch = Launch(Prepared(program(body + [END])), (1, 1, 1), (64, 1, 1), kernarg, mem)
         launch.probe = tracer = Tracer(launch.prep)
         launch.run()
-        new_lines.append([p for _, p in (e for e in tracer.workgroups[(0, 0, 0)][0] if isinstance(e, tuple))])
+        new_lines.append([e[1] for e in tracer.workgroups[(0, 0, 0)][0] if isinstance(e, tuple)])   # (index, probe)
     assert new_lines[0] == new_lines[1] == [1, 1, 0]
 
 
